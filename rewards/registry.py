@@ -1,0 +1,213 @@
+"""Reward names: ``@register("name")`` to add one, :func:`get_reward` to build one from recipe params.
+
+A reward is a :class:`~rewards.base.Reward` subclass whose ``__init__`` takes keyword-only,
+annotated parameters with defaults. Registering it is one decorator::
+
+    @register("my_reward")
+    class MyReward(Reward):
+        '''Docstring with an example.'''
+
+        def __init__(self, *, bonus: float = 1.0) -> None:
+            self.bonus = bonus
+
+        def score(self, sample: Sample) -> float:
+            return self.bonus if "42" in sample.text else 0.0
+
+The registry reads parameter names, defaults and annotations from that signature, so
+:func:`get_reward` can reject an unknown parameter or a value of the wrong type with a message that
+names the reward and lists the allowed parameters -- before any model is loaded.
+"""
+
+from __future__ import annotations
+
+import difflib
+import inspect
+import types
+import typing
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Literal, TypeVar
+
+from rewards.base import Reward
+
+
+class _Required:
+    """Marker default for a parameter that has no sensible default and must be given."""
+
+    def __repr__(self) -> str:
+        return "REQUIRED"
+
+    def __reduce__(self) -> str:
+        return "REQUIRED"  # pickles as the module-level singleton
+
+
+#: Default of a parameter a recipe must set (e.g. ``soft_overlong``'s ``max_completion_length``).
+REQUIRED: Any = _Required()
+
+
+class UnknownRewardError(KeyError, ValueError):
+    """No reward has this name. Subclass of both ``KeyError`` and ``ValueError``: catch either."""
+
+    def __str__(self) -> str:  # KeyError would show the message with quotes around it
+        return str(self.args[0])
+
+
+class InvalidRewardParamsError(TypeError, ValueError):
+    """Bad parameters for a reward (unknown, missing, wrong type or out of range).
+
+    Subclass of both ``TypeError`` and ``ValueError``: catch either.
+    """
+
+
+_REGISTRY: dict[str, type[Reward]] = {}
+R = TypeVar("R", bound=type[Reward])
+
+
+def register(name: str) -> Callable[[R], R]:
+    """Class decorator adding a :class:`~rewards.base.Reward` subclass to the registry under ``name``."""
+
+    def decorate(cls: R) -> R:
+        if not (isinstance(cls, type) and issubclass(cls, Reward)):
+            raise TypeError(f"@register({name!r}) decorates Reward subclasses, not {cls!r}")
+        if name in _REGISTRY and _REGISTRY[name] is not cls:
+            raise ValueError(f"reward name {name!r} is already registered by {_REGISTRY[name].__qualname__}")
+        _signature(cls)  # fail at import time if the signature breaks the conventions
+        cls.name = name
+        _REGISTRY[name] = cls
+        return cls
+
+    return decorate
+
+
+def available_rewards() -> list[str]:
+    """Sorted names of all registered rewards."""
+    return sorted(_REGISTRY)
+
+
+def reward_class(name: str) -> type[Reward]:
+    """The class registered under ``name``; raises :class:`UnknownRewardError` with suggestions."""
+    try:
+        return _REGISTRY[name]
+    except (KeyError, TypeError):
+        close = difflib.get_close_matches(str(name), _REGISTRY, n=1)
+        hint = f" Did you mean {close[0]!r}?" if close else ""
+        raise UnknownRewardError(
+            f"unknown reward {name!r}.{hint} Available rewards: {', '.join(available_rewards())}"
+        ) from None
+
+
+def reward_params(name: str) -> dict[str, Any]:
+    """The parameters ``name`` accepts, with their defaults (:data:`REQUIRED` when there is none).
+
+    >>> reward_params("think_format")
+    {'strict': False, 'think_prefilled': False}
+    """
+    return {param: default for param, (default, _) in _signature(reward_class(name)).items()}
+
+
+def get_reward(name: str, **params: Any) -> Reward:
+    """Build the reward registered under ``name`` with ``params`` (e.g. from a recipe).
+
+    Cheap: nothing is started (worker processes start on first use).
+
+    >>> reward = get_reward("numeric_accuracy")
+    >>> reward.__name__, reward(["So 2 + 2 * 6 = 14."], solution=["14"])
+    ('numeric_accuracy', [1.0])
+
+    Raises:
+        UnknownRewardError: no reward has that name (the message suggests the closest one).
+        InvalidRewardParamsError: a parameter is unknown, missing or invalid (the message names the
+            reward, the parameter and the allowed parameters).
+    """
+    cls = reward_class(name)
+    signature = _signature(cls)
+    allowed = ", ".join(f"{key}={default!r}" for key, (default, _) in signature.items()) or "none"
+    for key, value in params.items():
+        if key not in signature:
+            close = difflib.get_close_matches(key, signature, n=1)
+            hint = f" Did you mean {close[0]!r}?" if close else ""
+            raise InvalidRewardParamsError(
+                f"reward {name!r} has no parameter {key!r}.{hint} Allowed parameters: {allowed}"
+            )
+        annotation = signature[key][1]
+        if not _matches(value, annotation):
+            raise InvalidRewardParamsError(
+                f"reward {name!r}: parameter {key!r} must be {_describe(annotation)}, got {value!r}. "
+                f"Allowed parameters: {allowed}"
+            )
+    missing = [key for key, (default, _) in signature.items() if default is REQUIRED and key not in params]
+    if missing:
+        raise InvalidRewardParamsError(
+            f"reward {name!r} needs parameter(s) {missing}. Allowed parameters: {allowed}"
+        )
+    try:
+        return cls(**params)
+    except InvalidRewardParamsError:
+        raise
+    except (TypeError, ValueError) as error:  # range checks inside __init__
+        raise InvalidRewardParamsError(f"reward {name!r}: {error}. Allowed parameters: {allowed}") from error
+
+
+def invalid(name: str, message: str) -> InvalidRewardParamsError:
+    """An error for a reward's own range checks: ``raise invalid(self.name, "cache_length must be > 0")``."""
+    return InvalidRewardParamsError(f"reward {name!r}: {message}")
+
+
+# --- reading and checking signatures ---------------------------------------------------------
+
+
+def _signature(cls: type[Reward]) -> dict[str, tuple[Any, Any]]:
+    """``{param: (default, annotation)}`` from ``cls.__init__``'s keyword-only parameters."""
+    cached = cls.__dict__.get("_signature_cache")
+    if cached is not None:
+        return cached
+    if cls.__init__ is object.__init__:
+        params: dict[str, tuple[Any, Any]] = {}
+    else:
+        hints = typing.get_type_hints(cls.__init__)
+        params = {}
+        for param in list(inspect.signature(cls.__init__).parameters.values())[1:]:
+            if param.kind is not param.KEYWORD_ONLY or param.default is param.empty:
+                raise TypeError(
+                    f"{cls.__qualname__}.__init__: parameter {param.name!r} must be keyword-only with a "
+                    "default (use REQUIRED when there is none)"
+                )
+            params[param.name] = (param.default, hints.get(param.name, Any))
+    cls._signature_cache = params
+    return params
+
+
+def _matches(value: Any, annotation: Any) -> bool:
+    """Whether ``value`` fits ``annotation`` (the few annotation forms reward params use)."""
+    if annotation is Any:
+        return True
+    origin = typing.get_origin(annotation)
+    if origin is Literal:
+        return value in typing.get_args(annotation)
+    if origin in (typing.Union, types.UnionType):
+        return any(_matches(value, arg) for arg in typing.get_args(annotation))
+    if annotation is type(None):
+        return value is None
+    if annotation is bool:
+        return isinstance(value, bool)
+    if annotation is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if annotation is float:  # an int is a fine float (YAML writes 5, not 5.0)
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if origin in (dict, Mapping) or annotation in (dict, Mapping):
+        return isinstance(value, Mapping)
+    if origin in (list, tuple, Sequence) or annotation in (list, tuple, Sequence):
+        return isinstance(value, (list, tuple))
+    if isinstance(annotation, type):
+        return isinstance(value, annotation)
+    return True
+
+
+def _describe(annotation: Any) -> str:
+    origin = typing.get_origin(annotation)
+    if origin is Literal:
+        return "one of " + ", ".join(repr(arg) for arg in typing.get_args(annotation))
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(_describe(arg) for arg in typing.get_args(annotation))
+    if annotation is type(None):
+        return "None"
+    return "a " + getattr(annotation, "__name__", str(annotation))
