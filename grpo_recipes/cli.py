@@ -1,0 +1,34 @@
+"""Shared command-line plumbing for the scripts: recipe arguments, overrides and the exit status of errors."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+
+from .recipe import Recipe, RecipeError, load_recipe, resolve_recipe_path
+
+EXIT_BAD_INPUT = 2
+
+OVERRIDES_HELP = (
+    "recipe overrides as key.path=value (the value is read as YAML), e.g. trainer.learning_rate=1e-6 "
+    "model.lora.r=8 rewards.0.weight=0.5"
+)
+
+
+def recipe_parser(description: str) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--config", required=True, help="a recipe file, or a name from recipes/ (e.g. gsm8k)")
+    parser.add_argument("overrides", nargs="*", metavar="key.path=value", help=OVERRIDES_HELP)
+    return parser
+
+
+def run_with_recipe(args: argparse.Namespace, body: Callable[[Recipe], object]) -> int:
+    """Load the recipe and run `body`; a recipe error is one line on stderr and exit status 2."""
+    try:
+        recipe = load_recipe(resolve_recipe_path(args.config), args.overrides)
+        body(recipe)
+    except RecipeError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    return 0

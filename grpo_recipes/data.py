@@ -1,0 +1,125 @@
+"""Dataset -> prompts. The one place where a row becomes a prompt and its ground truth becomes `solution`.
+
+Training, evaluation and the reward audit all call `build_prompt` and `load_splits`; none formats a prompt
+on its own.
+
+Example:
+    >>> from grpo_recipes.recipe import PromptSpec
+    >>> spec = PromptSpec(user="Calculate {question}.", solution_column="answer", system="Be brief.")
+    >>> build_prompt({"question": "2 + 2", "answer": "4"}, spec)
+    [{'role': 'system', 'content': 'Be brief.'}, {'role': 'user', 'content': 'Calculate 2 + 2.'}]
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .recipe import LOCAL_DATA_SUFFIXES, PromptSpec, Recipe, check_columns
+from .tasks import GENERATORS
+
+Prompt = str | list[dict[str, str]]
+
+
+def build_prompt(row: dict[str, Any], spec: PromptSpec) -> Prompt:
+    """The prompt for one dataset row: a list of chat messages, or plain text when not conversational."""
+    user = spec.user.format_map(row)
+    system = spec.system.format_map(row) if spec.system else None
+    if spec.conversational:
+        messages = [{"role": "system", "content": system}] if system else []
+        return messages + [{"role": "user", "content": user}]
+    return f"{system}\n\n{user}" if system else user
+
+
+def with_prompts(dataset, spec: PromptSpec):
+    """Add the `prompt` and `solution` columns TRL's GRPOTrainer and our rewards read."""
+    return dataset.map(
+        lambda row: {"prompt": build_prompt(row, spec), "solution": row[spec.solution_column]},
+        desc="Building prompts",
+    )
+
+
+def _is_local(path: str) -> bool:
+    return Path(path).suffix in LOCAL_DATA_SUFFIXES
+
+
+def _load_file(path: str):
+    import datasets
+
+    return datasets.load_dataset(LOCAL_DATA_SUFFIXES[Path(path).suffix], data_files=path, split="train")
+
+
+def _load_hub(path: str, config: str | None, split: str):
+    import datasets
+
+    return datasets.load_dataset(path, config, split=split)
+
+
+def peek_columns(recipe: Recipe) -> list[str] | None:
+    """The dataset's columns without loading it, where that is cheap (a generator or a local file)."""
+    spec = recipe.dataset
+    if spec.generator is not None:
+        return list(GENERATORS[spec.generator.name].columns)
+    if _is_local(spec.path) and Path(spec.path).suffix == ".jsonl":
+        with open(spec.path) as handle:
+            first = handle.readline()
+        return list(json.loads(first)) if first.strip() else []
+    return None
+
+
+@dataclass
+class Splits:
+    train: Any
+    """A `datasets.Dataset` with the source columns plus `prompt` and `solution`."""
+    eval: Any | None
+    """Held-out rows for evaluation, same columns; None when the recipe has none and evaluation is off."""
+
+
+def load_splits(recipe: Recipe) -> Splits:
+    """Load (or generate) the train and held-out splits, check their columns, and build the prompts.
+
+    When the dataset has no held-out split and evaluation is enabled, the last `evaluation.max_samples`
+    rows (after shuffling) are held out of training for it.
+    """
+    import datasets
+
+    spec = recipe.dataset
+    eval_set = None
+    if spec.generator is not None:
+        gen = spec.generator
+        train_rows, eval_rows = GENERATORS[gen.name].splits(
+            gen.train_size, gen.eval_size, gen.seed, **gen.params
+        )
+        train, eval_set = datasets.Dataset.from_list(train_rows), datasets.Dataset.from_list(eval_rows)
+    else:
+        train = (
+            _load_file(spec.path)
+            if _is_local(spec.path)
+            else _load_hub(spec.path, spec.config, spec.train_split)
+        )
+        if spec.eval_path and _is_local(spec.eval_path):
+            eval_set = _load_file(spec.eval_path)
+        elif spec.eval_path or spec.eval_split:
+            # The same Hub dataset's config applies to its own held-out split, not to another dataset's.
+            config = None if spec.eval_path else spec.config
+            eval_set = _load_hub(spec.eval_path or spec.path, config, spec.eval_split or "test")
+
+    check_columns(recipe, train.column_names)
+    if spec.shuffle_seed is not None:
+        train = train.shuffle(seed=spec.shuffle_seed)
+    if eval_set is None and recipe.evaluation.enabled:
+        held = min(recipe.evaluation.max_samples, len(train) // 5)
+        train, eval_set = (
+            train.select(range(len(train) - held)),
+            train.select(range(len(train) - held, len(train))),
+        )
+    if spec.max_train_samples is not None:
+        train = train.select(range(min(spec.max_train_samples, len(train))))
+    if eval_set is not None:
+        limit = min(
+            x for x in (spec.max_eval_samples, recipe.evaluation.max_samples, len(eval_set)) if x is not None
+        )
+        eval_set = with_prompts(eval_set.select(range(limit)), recipe.prompt)
+    return Splits(train=with_prompts(train, recipe.prompt), eval=eval_set)

@@ -1,0 +1,79 @@
+"""The recipe's rewards as TRL reward functions, with a count of the groups that teach nothing.
+
+A group whose G completions all get the same total reward has zero advantage everywhere, so it contributes
+no gradient. TRL's own `frac_reward_zero_std` misses groups whose equal rewards are non-zero (float32 std
+comes out near 1e-8, not 0), so we count them here from the weighted total, and log the fraction as
+`zero_variance_groups` through TRL's `log_metric`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import rewards
+
+from .recipe import RewardSpec
+
+
+class RewardStack:
+    """Builds one TRL reward function per recipe reward; the last one also logs group statistics.
+
+    >>> stack = RewardStack([RewardSpec(name="numeric_accuracy")])
+    >>> [f.__name__ for f in stack.functions], stack.weights
+    (['numeric_accuracy'], [1.0])
+    """
+
+    def __init__(self, specs: list[RewardSpec], tolerance: float = 1e-6):
+        self.specs = specs
+        self.weights = [spec.weight for spec in specs]
+        self.tolerance = tolerance
+        self.functions = [
+            _Tracked(self, i, rewards.get_reward(s.name, **s.params)) for i, s in enumerate(specs)
+        ]
+        self._batch: list[list[float | None]] = []
+
+    def record(self, index: int, scores: list[float | None], prompts: Any, log_metric: Any) -> None:
+        if index == 0:
+            self._batch = []
+        self._batch.append(scores)
+        if index == len(self.specs) - 1 and len(self._batch) == len(self.specs) and log_metric is not None:
+            log_metric("zero_variance_groups", zero_variance_fraction(self.totals(), prompts, self.tolerance))
+
+    def totals(self) -> list[float]:
+        """Weighted total per completion of the batch just scored (None counts as 0, as TRL's nansum)."""
+        return [
+            sum(w * (s if s is not None else 0.0) for w, s in zip(self.weights, column, strict=True))
+            for column in zip(*self._batch, strict=True)
+        ]
+
+
+class _Tracked:
+    """A reward function that reports its scores to its stack; picklable, named like the reward."""
+
+    def __init__(self, stack: RewardStack, index: int, function: Any):
+        self.stack, self.index, self.function = stack, index, function
+        self.__name__ = getattr(function, "__name__", stack.specs[index].name)
+
+    def __call__(self, completions: list[Any], **kwargs: Any) -> list[float | None]:
+        scores = self.function(completions, **kwargs)
+        self.stack.record(self.index, scores, kwargs.get("prompts"), kwargs.get("log_metric"))
+        return scores
+
+
+def zero_variance_fraction(totals: list[float], prompts: Any, tolerance: float = 1e-6) -> float:
+    """Fraction of prompt groups (runs of the same prompt) whose totals are all equal within `tolerance`.
+
+    >>> zero_variance_fraction([1, 1, 0, 1], ["a", "a", "b", "b"])
+    0.5
+    """
+    if not totals:
+        return 0.0
+    keys = [repr(p) for p in prompts] if prompts is not None else ["all"] * len(totals)
+    groups: list[list[float]] = []
+    for i, (key, value) in enumerate(zip(keys, totals, strict=True)):
+        if i and key == keys[i - 1]:
+            groups[-1].append(value)
+        else:
+            groups.append([value])
+    flat = sum(1 for g in groups if max(g) - min(g) <= tolerance)
+    return flat / len(groups)

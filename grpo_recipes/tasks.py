@@ -1,0 +1,130 @@
+"""Built-in procedural tasks: datasets generated from a seed, with exact answers and no download.
+
+A recipe names one under `dataset.generator`; its rows have the columns listed in `columns`.
+
+Example:
+    >>> rows = GENERATORS["arithmetic"].generate(3, seed=0, max_ops=2)
+    >>> sorted(rows[0])
+    ['answer', 'question']
+"""
+
+from __future__ import annotations
+
+import inspect
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+TIMES = {"×": "×", "*": "*", "x": "x"}
+
+
+def _evaluate(operands: list[int], operators: list[str]) -> int:
+    """Evaluate with the usual precedence: products first, then sums and differences left to right."""
+    terms, signs = [operands[0]], []
+    for op, value in zip(operators, operands[1:], strict=True):
+        if op == "*":
+            terms[-1] *= value
+        else:
+            terms.append(value)
+            signs.append(op)
+    total = terms[0]
+    for op, value in zip(signs, terms[1:], strict=True):
+        total = total + value if op == "+" else total - value
+    return total
+
+
+def arithmetic(
+    n: int,
+    seed: int,
+    min_ops: int = 1,
+    max_ops: int = 2,
+    min_operand: int = 1,
+    max_operand: int = 9,
+    operators: str = "+-*",
+    times_symbol: str = "×",
+    exclude: set[str] | None = None,
+) -> list[dict[str, Any]]:
+    """Arithmetic expressions with operator precedence, like ``2 + 2 × 6`` (answer ``14``).
+
+    Difficulty grows with the number of operators (`min_ops`..`max_ops`, drawn uniformly per problem) and the
+    operand range. Problems are distinct within a call; `exclude` removes given questions (a held-out split).
+
+    >>> arithmetic(2, seed=1, max_ops=1)
+    [{'question': '2 + 5', 'answer': '7'}, {'question': '8 × 8', 'answer': '64'}]
+    """
+    rng = random.Random(seed)
+    exclude = exclude or set()
+    seen: set[str] = set()
+    rows: list[dict[str, Any]] = []
+    distinct = sum(
+        (max_operand - min_operand + 1) ** (k + 1) * len(operators) ** k for k in range(min_ops, max_ops + 1)
+    )
+    if n > distinct - len(exclude):
+        raise ValueError(
+            f"arithmetic: asked for {n} distinct problems, but these settings allow only {distinct}."
+        )
+    while len(rows) < n:
+        k = rng.randint(min_ops, max_ops)
+        operands = [rng.randint(min_operand, max_operand) for _ in range(k + 1)]
+        ops = [rng.choice(operators) for _ in range(k)]
+        parts = [str(operands[0])]
+        for op, value in zip(ops, operands[1:], strict=True):
+            parts += [times_symbol if op == "*" else op, str(value)]
+        question = " ".join(parts)
+        if question in seen or question in exclude:
+            continue
+        seen.add(question)
+        rows.append({"question": question, "answer": str(_evaluate(operands, ops))})
+    return rows
+
+
+def _check_arithmetic(params: dict[str, Any]) -> None:
+    ops = params.get("operators", "+-*")
+    if not isinstance(ops, str) or not ops or set(ops) - set("+-*"):
+        raise ValueError(f"operators must be a non-empty string of + - *, got {ops!r}.")
+    if params.get("times_symbol", "×") not in TIMES:
+        raise ValueError(f"times_symbol must be one of {', '.join(TIMES)}.")
+    lo, hi = params.get("min_ops", 1), params.get("max_ops", 2)
+    if not (isinstance(lo, int) and isinstance(hi, int) and 1 <= lo <= hi <= 6):
+        raise ValueError(f"need 1 <= min_ops <= max_ops <= 6, got min_ops={lo}, max_ops={hi}.")
+    a, b = params.get("min_operand", 1), params.get("max_operand", 9)
+    if not (isinstance(a, int) and isinstance(b, int) and 0 <= a <= b):
+        raise ValueError(f"need 0 <= min_operand <= max_operand, got {a}, {b}.")
+
+
+@dataclass(frozen=True)
+class Generator:
+    """A procedural task: a row generator, the columns its rows have, and a check of its params."""
+
+    generate_rows: Callable[..., list[dict[str, Any]]]
+    columns: tuple[str, ...]
+    check: Callable[[dict[str, Any]], None]
+
+    def check_params(self, params: dict[str, Any]) -> None:
+        allowed = [
+            p for p in inspect.signature(self.generate_rows).parameters if p not in ("n", "seed", "exclude")
+        ]
+        for name in params:
+            if name not in allowed:
+                raise ValueError(f"unknown parameter '{name}'. Allowed: {', '.join(allowed)}.")
+        self.check(params)
+
+    def generate(
+        self, n: int, seed: int, exclude: set[str] | None = None, **params: Any
+    ) -> list[dict[str, Any]]:
+        return self.generate_rows(n, seed, exclude=exclude, **params)
+
+    def splits(
+        self, train_size: int, eval_size: int, seed: int, **params: Any
+    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """A train split and a held-out eval split with no question in common."""
+        eval_rows = self.generate(eval_size, seed=seed + 1_000_003, **params)
+        held_out = {row["question"] for row in eval_rows}
+        train_rows = self.generate(train_size, seed=seed, exclude=held_out, **params)
+        return train_rows, eval_rows
+
+
+GENERATORS: dict[str, Generator] = {
+    "arithmetic": Generator(arithmetic, columns=("question", "answer"), check=_check_arithmetic),
+}

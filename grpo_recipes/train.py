@@ -1,0 +1,272 @@
+"""Training: a validated recipe in, a trained model, its logs and its before/after accuracy out.
+
+The steps, in order (each reads top to bottom below):
+  1. `grpo_config`: the recipe's `trainer` section as TRL's GRPOConfig (its own checks turned into recipe errors).
+  2. `load_splits`: the dataset and its prompts (column errors surface here, before any model loads).
+  3. the model, the tokenizer, the optional LoRA adapter.
+  4. greedy accuracy on the held-out split, then `GRPOTrainer.train`, then the same accuracy again.
+  5. the output directory: resolved recipe, versions, logs, reward curve, model, before/after figures.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import shutil
+import sys
+import time
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .data import load_splits, peek_columns
+from .recipe import Recipe, RecipeError, check_columns
+from .report import before_after_table, format_accuracy, plot_reward_curve
+from .reward_stack import RewardStack
+
+PACKAGES = ("torch", "transformers", "trl", "datasets", "peft", "accelerate", "math-verify", "grpo-recipes")
+
+
+def package_versions() -> dict[str, str]:
+    versions = {"python": platform.python_version()}
+    for name in PACKAGES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = "not installed"
+    return versions
+
+
+def output_dir_for(recipe: Recipe) -> Path:
+    return Path(recipe.trainer.get("output_dir") or Path("outputs") / recipe.name)
+
+
+def grpo_config(recipe: Recipe, checking: bool = False):
+    """TRL's GRPOConfig from the recipe, with defaults that suit offline and CPU runs.
+
+    With `checking`, GPU-only precision settings are not enforced on a machine without a GPU, so a GPU
+    recipe can be validated on a laptop before it is launched on GPUs.
+    """
+    import torch
+    from trl import GRPOConfig
+
+    values: dict[str, Any] = {"output_dir": str(output_dir_for(recipe)), "report_to": "none"}
+    cpu_only = not torch.cuda.is_available()
+    if cpu_only:
+        # GRPOConfig turns bf16 and activation checkpointing on by default; on a CPU both only cost time.
+        values.update(bf16=False, activation_checkpointing=False)
+    values.update(recipe.trainer)
+    if checking and cpu_only:
+        values.update(bf16=False, fp16=False)
+    values["reward_weights"] = [spec.weight for spec in recipe.rewards]
+    try:
+        return GRPOConfig(**values)
+    except (ValueError, TypeError) as err:
+        raise RecipeError(recipe.source, "trainer", str(err).replace("\n", " ")) from None
+
+
+def batch_arithmetic(config, num_processes: int) -> str:
+    """How many prompts and completions make one optimizer step, spelled out."""
+    per_step = config.per_device_train_batch_size * num_processes * config.gradient_accumulation_steps
+    return (
+        f"{config.per_device_train_batch_size} completions/device x {num_processes} process(es) x "
+        f"{config.gradient_accumulation_steps} accumulation = {per_step} completions per optimizer step "
+        f"= {per_step // config.num_generations} prompts x G={config.num_generations}; "
+        f"{config.generation_batch_size} completions generated at a time, for {config.steps_per_generation} "
+        f"micro-batch(es); "
+        f"max_completion_length={config.max_completion_length}"
+    )
+
+
+def check(recipe: Recipe, load_data: bool = True, log=print) -> None:
+    """Everything short of loading the model: dataset columns, the first prompt, GRPOConfig, batch sizes."""
+    config = grpo_config(recipe, checking=True)
+    columns = peek_columns(recipe)
+    if columns is not None:
+        check_columns(recipe, columns)
+    if load_data:
+        try:
+            splits = load_splits(recipe)
+        except RecipeError:
+            raise
+        except Exception as err:  # a Hub dataset offline, a broken file: say which and why
+            raise RecipeError(
+                recipe.source,
+                "dataset",
+                f"could not load: {type(err).__name__}: {err} (offline? set dataset.path to a local file)",
+            ) from None
+        log(
+            f"dataset: {len(splits.train)} training rows, {len(splits.eval) if splits.eval else 0} held-out rows"
+        )
+        log(f"first prompt: {splits.train[0]['prompt']!r}")
+        log(f"its solution: {splits.train[0]['solution']!r}")
+    log(f"rewards: {', '.join(f'{s.name} (weight {s.weight})' for s in recipe.rewards)}")
+    log(f"batch: {batch_arithmetic(config, 1)}")
+    log(f"{recipe.source}: OK")
+
+
+def _progress_callback(log, max_steps: int):
+    from transformers import TrainerCallback
+
+    class StepLog(TrainerCallback):
+        """One readable line per logged step: the mean reward is what tells a run is learning."""
+
+        def __init__(self):
+            self.start = time.time()
+
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            if not state.is_world_process_zero or not logs or "reward" not in logs:
+                return
+            extra = (
+                f"  zero-variance groups {logs['zero_variance_groups']:.2f}"
+                if "zero_variance_groups" in logs
+                else ""
+            )
+            length = (
+                f"  mean length {logs['completions/mean_length']:.1f}"
+                if "completions/mean_length" in logs
+                else ""
+            )
+            log(
+                f"step {state.global_step}/{max_steps or state.max_steps}  reward {logs['reward']:.3f}"
+                f"{extra}{length}  ({time.time() - self.start:.0f} s)"
+            )
+
+    return StepLog()
+
+
+def _write_json(path: Path, data: Any) -> None:
+    path.write_text(json.dumps(data, indent=2) + "\n")
+
+
+def _can_evaluate_on_one_process(accelerator) -> bool:
+    """Greedy evaluation runs on the main process alone; a sharded model (ZeRO-3, FSDP) needs every rank."""
+    ds = getattr(accelerator.state, "deepspeed_plugin", None)
+    if ds is not None and getattr(ds, "zero_stage", 0) == 3:
+        return False
+    return getattr(accelerator.state, "fsdp_plugin", None) is None
+
+
+def train(recipe: Recipe, resume: bool = True, log=print) -> dict[str, Any]:
+    """Run the recipe. Returns the summary that is also written to `<output_dir>/summary.json`."""
+    from accelerate import PartialState
+    from transformers.trainer_utils import get_last_checkpoint
+
+    config = grpo_config(recipe)
+    state = PartialState()
+    main = state.is_main_process
+    rank_log = log if main else (lambda *_: None)
+    print(f"[rank {state.process_index} of {state.num_processes}] ready on {state.device}", flush=True)
+    out = Path(config.output_dir)
+
+    last = get_last_checkpoint(str(out)) if out.is_dir() else None
+    state.wait_for_everyone()
+    if last and not resume:
+        if main:  # keep the earlier run: nothing is deleted
+            aside = out.with_name(f"{out.name}.{time.strftime('%Y%m%d-%H%M%S')}")
+            shutil.move(str(out), aside)
+            log(f"--no-resume: moved the earlier run to {aside}")
+        last = None
+    state.wait_for_everyone()
+    if last:
+        rank_log(f"Resuming from {last} (pass --no-resume to start over)")
+
+    splits = load_splits(recipe)  # column errors stop us here, before the model loads
+    rank_log(
+        f"dataset: {len(splits.train)} training rows, {len(splits.eval) if splits.eval else 0} held-out rows"
+    )
+    rank_log(f"batch: {batch_arithmetic(config, state.num_processes)}")
+
+    if main:
+        out.mkdir(parents=True, exist_ok=True)
+        versions = package_versions()
+        header = "".join(f"# {k}: {v}\n" for k, v in versions.items())
+        (out / "resolved_recipe.yaml").write_text(
+            f"# Resolved from {recipe.source}\n{header}" + yaml.safe_dump(recipe.to_dict(), sort_keys=False)
+        )
+        _write_json(
+            out / "run_info.json",
+            {
+                "recipe": recipe.source,
+                "command": sys.argv,
+                "world_size": state.num_processes,
+                "device": str(state.device),
+                "resumed_from": last,
+                "versions": versions,
+                "started": time.strftime("%Y-%m-%d %H:%M:%S"),
+            },
+        )
+
+    from trl import GRPOTrainer
+
+    from .evaluate import greedy_accuracy
+    from .models import load_model, load_tokenizer, lora_config
+
+    tokenizer = load_tokenizer(recipe.model)
+    model = load_model(recipe.model)
+
+    evaluate = recipe.evaluation.enabled and splits.eval is not None
+    before = None
+    if evaluate and main:
+        saved = out / "eval_before.json"
+        if last and saved.is_file():
+            before = json.loads(saved.read_text())
+            log("held-out accuracy before training (from the earlier run): " + format_accuracy(before))
+        else:
+            log(f"evaluating the base model on {len(splits.eval)} held-out prompts (greedy) ...")
+            before = greedy_accuracy(model, tokenizer, splits.eval, recipe, log=log).to_dict()
+            _write_json(saved, before)
+            log("held-out accuracy before training: " + format_accuracy(before))
+    state.wait_for_everyone()
+
+    stack = RewardStack(recipe.rewards)
+    trainer = GRPOTrainer(
+        model=model,
+        reward_funcs=stack.functions,
+        args=config,
+        train_dataset=splits.train,
+        processing_class=tokenizer,
+        peft_config=lora_config(recipe.model),
+        callbacks=[_progress_callback(log, config.max_steps)],
+    )
+    started = time.time()
+    try:
+        trainer.train(resume_from_checkpoint=last)
+    finally:  # a crashed or interrupted run still leaves its curve and logs
+        if main:
+            out.mkdir(parents=True, exist_ok=True)
+            _write_json(out / "log_history.json", trainer.state.log_history)
+            plot_reward_curve(
+                trainer.state.log_history, out / "reward_curve.png", title=f"{recipe.name}: reward"
+            )
+    train_seconds = time.time() - started
+    trainer.save_model(str(out))
+
+    after = None
+    if evaluate and main:
+        if _can_evaluate_on_one_process(trainer.accelerator):
+            policy = trainer.accelerator.unwrap_model(trainer.model)
+            log(f"evaluating the trained model on {len(splits.eval)} held-out prompts (greedy) ...")
+            after = greedy_accuracy(policy, tokenizer, splits.eval, recipe, log=log).to_dict()
+            _write_json(out / "eval_after.json", after)
+        else:
+            log("skipping evaluation in-process (sharded model); run scripts/evaluate.py on the saved model")
+    state.wait_for_everyone()
+
+    summary = {
+        "recipe": recipe.source,
+        "global_step": trainer.state.global_step,
+        "train_seconds": round(train_seconds, 1),
+        "before": before,
+        "after": after,
+    }
+    if main:
+        _write_json(out / "summary.json", summary)
+        if before or after:
+            log(before_after_table(before, after))
+        log(
+            f"outputs in {out}/: model, resolved_recipe.yaml, run_info.json, log_history.json, reward_curve.png"
+        )
+    return summary

@@ -1,0 +1,133 @@
+"""scripts/train.py run as a user runs it: a real (tiny) model, a real GRPOTrainer, real files out."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+import yaml
+from conftest import REPO, run_script, tiny_recipe, write_recipe
+
+from grpo_recipes.recipe import load_recipe
+
+pytestmark = pytest.mark.slow
+
+
+def test_two_steps_write_a_complete_output_directory(tiny_model, tmp_path):
+    out = tmp_path / "run"
+    recipe = write_recipe(tmp_path / "tiny.yaml", tiny_recipe(tiny_model, out))
+    result = run_script("train.py", "--config", str(recipe), "trainer.learning_rate=5e-5")
+    assert result.returncode == 0, result.stderr[-3000:]
+    log = result.stdout + result.stderr
+    assert "step 1/2  reward" in log and "step 2/2  reward" in log
+    assert "held-out greedy accuracy" in log
+
+    # The resolved recipe carries the override and the versions, and is itself a valid recipe.
+    resolved = (out / "resolved_recipe.yaml").read_text()
+    assert "# trl: " in resolved and "# torch: " in resolved
+    assert yaml.safe_load(resolved)["trainer"]["learning_rate"] == pytest.approx(5e-5)
+    assert load_recipe(out / "resolved_recipe.yaml").trainer["max_steps"] == 2
+    info = json.loads((out / "run_info.json").read_text())
+    assert info["world_size"] == 1 and info["versions"]["trl"]
+
+    history = json.loads((out / "log_history.json").read_text())
+    steps = [h for h in history if "reward" in h]
+    assert [h["step"] for h in steps] == [1, 2]
+    assert all("zero_variance_groups" in h for h in steps)
+    assert (out / "reward_curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    for name in ("eval_before.json", "eval_after.json"):
+        result_json = json.loads((out / name).read_text())
+        assert (
+            result_json["total"] == 8
+            and 0 <= result_json["ci_low"] <= result_json["accuracy"] <= result_json["ci_high"]
+        )
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["global_step"] == 2
+
+    # The saved model reloads and generates.
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model, tokenizer = AutoModelForCausalLM.from_pretrained(out), AutoTokenizer.from_pretrained(out)
+    ids = tokenizer("Calculate 1 + 1.", return_tensors="pt")
+    generated = model.generate(**ids, max_new_tokens=4, do_sample=False)
+    assert generated.shape[1] == ids["input_ids"].shape[1] + 4
+
+
+def test_rerun_resumes_from_the_last_checkpoint(tiny_model, tmp_path):
+    out = tmp_path / "run"
+    data = tiny_recipe(tiny_model, out)
+    data["evaluation"]["enabled"] = False
+    recipe = write_recipe(tmp_path / "tiny.yaml", data)
+    first = run_script("train.py", "--config", str(recipe))
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert (out / "checkpoint-2").is_dir()
+
+    second = run_script("train.py", "--config", str(recipe), "trainer.max_steps=4", "trainer.save_steps=4")
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert f"Resuming from {out / 'checkpoint-2'}" in second.stdout
+    history = json.loads((out / "log_history.json").read_text())
+    assert [h["step"] for h in history if "reward" in h] == [3, 4]  # continued at step 3, not from scratch
+    state = json.loads((out / "checkpoint-4" / "trainer_state.json").read_text())
+    assert state["global_step"] == 4
+
+    third = run_script("train.py", "--config", str(recipe), "--no-resume", "trainer.max_steps=1")
+    assert third.returncode == 0, third.stderr[-3000:]
+    assert "moved the earlier run to" in third.stdout and "Resuming" not in third.stdout
+    assert any(p.name.startswith("run.") and (p / "checkpoint-4").is_dir() for p in tmp_path.iterdir())
+
+
+@pytest.mark.parametrize(
+    "override, expected",
+    [
+        ("trainer.learnin_rate=1e-6", "trainer: unknown key 'learnin_rate'. Did you mean 'learning_rate'?"),
+        ("rewards.0.name=numeric", "rewards[0].name: unknown reward 'numeric'"),
+        ("prompt.user=Solve {problem}", "prompt.user: placeholder {problem} has no matching dataset column"),
+        (
+            "prompt.solution_column=solution",
+            "prompt.solution_column: column 'solution' is not in the dataset",
+        ),
+        ("trainer.max_steps=two", "trainer.max_steps: expected an integer, got 'two'"),
+        ("model.dtype=fp16", "model.dtype: got 'fp16'; allowed: auto, float32, bfloat16, float16"),
+    ],
+)
+def test_bad_recipe_exits_2_with_one_clear_line(tmp_path, override, expected):
+    recipe = write_recipe(tmp_path / "bad.yaml", tiny_recipe(tmp_path / "no-model-needed", tmp_path / "out"))
+    result = run_script("train.py", "--config", str(recipe), override)
+    assert result.returncode == 2, result.stderr[-2000:]
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and expected in errors[0] and str(recipe) in errors[0]
+    assert "Traceback" not in result.stderr
+    assert not (tmp_path / "out").exists()  # nothing started
+
+
+def test_check_mode_validates_without_loading_a_model(tmp_path):
+    recipe = write_recipe(tmp_path / "r.yaml", tiny_recipe(tmp_path / "does-not-exist", tmp_path / "out"))
+    result = run_script("train.py", "--config", str(recipe), "--check")
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "first prompt:" in result.stdout and "2 prompts x G=4" in result.stdout
+
+
+def test_two_process_ddp_on_cpu_really_runs_two_ranks(tiny_model, tmp_path):
+    out = tmp_path / "ddp"
+    data = tiny_recipe(tiny_model, out, per_device_train_batch_size=2)
+    data["evaluation"]["enabled"] = False
+    recipe = write_recipe(tmp_path / "ddp.yaml", data)
+    accelerate = REPO / ".venv" / "bin" / "accelerate"
+    launcher = [
+        str(accelerate) if accelerate.exists() else "accelerate",
+        "launch",
+        "--config_file",
+        str(REPO / "configs" / "cpu_2proc.yaml"),
+        "--main_process_port",
+        str(29500 + os.getpid() % 1000),
+    ]
+    result = run_script(
+        "train.py", "--config", str(recipe), launcher=launcher, extra_env={"CUDA_VISIBLE_DEVICES": ""}
+    )
+    assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
+    assert "[rank 0 of 2] ready on cpu" in result.stdout and "[rank 1 of 2] ready on cpu" in result.stdout
+    assert json.loads((out / "run_info.json").read_text())["world_size"] == 2
+    assert "2 completions/device x 2 process(es)" in result.stdout
+    history = json.loads((out / "log_history.json").read_text())
+    assert [h["step"] for h in history if "reward" in h] == [1, 2]
