@@ -45,7 +45,7 @@ def _is_local(path: str) -> bool:
     return Path(path).suffix in LOCAL_DATA_SUFFIXES
 
 
-def _load_file(path: str):
+def load_local_file(path: str):
     import datasets
 
     return datasets.load_dataset(LOCAL_DATA_SUFFIXES[Path(path).suffix], data_files=path, split="train")
@@ -95,12 +95,12 @@ def load_splits(recipe: Recipe) -> Splits:
         train, eval_set = datasets.Dataset.from_list(train_rows), datasets.Dataset.from_list(eval_rows)
     else:
         train = (
-            _load_file(spec.path)
+            load_local_file(spec.path)
             if _is_local(spec.path)
             else _load_hub(spec.path, spec.config, spec.train_split)
         )
         if spec.eval_path and _is_local(spec.eval_path):
-            eval_set = _load_file(spec.eval_path)
+            eval_set = load_local_file(spec.eval_path)
         elif spec.eval_path or spec.eval_split:
             # The same Hub dataset's config applies to its own held-out split, not to another dataset's.
             config = None if spec.eval_path else spec.config

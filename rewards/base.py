@@ -111,6 +111,9 @@ class Reward:
     """Dataset columns that must be passed as keyword arguments (one value per completion)."""
     is_accuracy: ClassVar[bool] = False
     """Whether a score of 1.0 means "correct" (so :class:`CosineLength` may use it)."""
+    max_score: ClassVar[float] = 1.0
+    """The best score a completion can get: 1.0 for accuracy and format rewards, 0.0 for penalties
+    (the reward audit's "full marks")."""
 
     @property
     def __name__(self) -> str:  # TRL names the reward (its log column) after __name__

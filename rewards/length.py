@@ -50,6 +50,8 @@ class SoftOverlong(Reward):
     [0.0, -0.5, -1.0]
     """
 
+    max_score = 0.0
+
     def __init__(
         self,
         *,
@@ -135,6 +137,7 @@ class CosineLength(Reward):
         self.min_value_correct = float(min_value_correct)
         self.max_value_correct = float(max_value_correct)
         self.chars_per_token = float(chars_per_token)
+        self.max_score = float(max(min_value_wrong, max_value_wrong, min_value_correct, max_value_correct))
         try:
             self._accuracy = get_reward(accuracy, **self.accuracy_params)
         except InvalidRewardParamsError as error:

@@ -31,6 +31,8 @@ class RepetitionPenalty(Reward):
     [0.0, -0.75]
     """
 
+    max_score = 0.0
+
     def __init__(
         self, *, ngram_size: int = 3, max_penalty: float = -1.0, unit: Literal["words", "tokens"] = "words"
     ) -> None:

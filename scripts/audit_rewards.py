@@ -1,0 +1,75 @@
+"""Audit a recipe's rewards on a data file: gold solutions must get full marks, wrong answers nothing.
+
+    python scripts/audit_rewards.py --config gsm8k --data ../shared/data/gsm8k/test.jsonl
+    make audit RECIPE=math DATA=../shared/data/math500/test.jsonl
+
+Exit status: 0 when both thresholds are met, 1 when one is not, 2 for a bad recipe or data file.
+"""
+
+import argparse
+import sys
+
+from grpo_recipes.cli import EXIT_BAD_INPUT, recipe_parser, run_with_recipe
+
+EXIT_BELOW_THRESHOLD = 1
+
+
+def fraction(text: str) -> float:
+    value = float(text)
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"expected a fraction >= 0 (0.99 means 99 %), got {text}")
+    return value
+
+
+def positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive number of rows, got {text}")
+    return value
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = recipe_parser(__doc__.strip().splitlines()[0])
+    parser.add_argument(
+        "--data", required=True, help="the rows to audit: a .jsonl, .json, .parquet or .csv file"
+    )
+    parser.add_argument("--limit", type=positive, help="audit only the first N rows")
+    parser.add_argument(
+        "--min-ideal", type=fraction, default=0.99, help="least fraction of ideal completions with full marks"
+    )
+    parser.add_argument(
+        "--min-corrupted",
+        type=fraction,
+        default=0.99,
+        help="least fraction of corrupted completions scoring 0",
+    )
+    parser.add_argument("--show", type=int, default=5, help="failing rows to list (default 5)")
+    args = parser.parse_args(argv)
+    status = 0
+
+    def body(recipe):
+        nonlocal status
+        from grpo_recipes.audit import AuditInputError, audit, format_report, load_rows
+
+        try:
+            rows = load_rows(args.data, args.limit)
+        except AuditInputError as err:
+            print(f"error: {err}", file=sys.stderr)
+            status = EXIT_BAD_INPUT
+            return
+
+        def progress(done: int, total: int, seconds: float) -> None:
+            print(f"audit: {done}/{total} rows, {seconds:.1f} s", file=sys.stderr, flush=True)
+
+        report = audit(recipe, rows, progress=progress, progress_every=max(100, len(rows) // 10))
+        print(format_report(report, args.data, max_failures=args.show))
+        failed = report.failed_thresholds(args.min_ideal, args.min_corrupted)
+        for line in failed:
+            print(f"FAILED: {line}")
+        status = EXIT_BELOW_THRESHOLD if failed else 0
+
+    return run_with_recipe(args, body) or status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
