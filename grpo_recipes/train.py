@@ -73,7 +73,7 @@ def batch_arithmetic(config, num_processes: int) -> str:
     return (
         f"{config.per_device_train_batch_size} completions/device x {num_processes} process(es) x "
         f"{config.gradient_accumulation_steps} accumulation = {per_step} completions per optimizer step "
-        f"= {per_step // config.num_generations} prompts x G={config.num_generations}; "
+        f"= {per_step // config.num_generations} prompt(s) x G={config.num_generations}; "
         f"{config.generation_batch_size} completions generated at a time, for {config.steps_per_generation} "
         f"micro-batch(es); "
         f"max_completion_length={config.max_completion_length}"

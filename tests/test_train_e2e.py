@@ -66,8 +66,11 @@ def test_rerun_resumes_from_the_last_checkpoint(tiny_model, tmp_path):
     second = run_script("train.py", "--config", str(recipe), "trainer.max_steps=4", "trainer.save_steps=4")
     assert second.returncode == 0, second.stderr[-3000:]
     assert f"Resuming from {out / 'checkpoint-2'}" in second.stdout
+    # It trained steps 3 and 4 only; the history restored from the checkpoint keeps steps 1 and 2.
+    assert "step 3/4  reward" in second.stdout and "step 4/4  reward" in second.stdout
+    assert "step 1/4  reward" not in second.stdout
     history = json.loads((out / "log_history.json").read_text())
-    assert [h["step"] for h in history if "reward" in h] == [3, 4]  # continued at step 3, not from scratch
+    assert [h["step"] for h in history if "reward" in h] == [1, 2, 3, 4]
     state = json.loads((out / "checkpoint-4" / "trainer_state.json").read_text())
     assert state["global_step"] == 4
 
@@ -105,7 +108,10 @@ def test_check_mode_validates_without_loading_a_model(tmp_path):
     recipe = write_recipe(tmp_path / "r.yaml", tiny_recipe(tmp_path / "does-not-exist", tmp_path / "out"))
     result = run_script("train.py", "--config", str(recipe), "--check")
     assert result.returncode == 0, result.stderr[-2000:]
-    assert "first prompt:" in result.stdout and "2 prompts x G=4" in result.stdout
+    assert (
+        "first prompt:" in result.stdout
+        and "4 completions per optimizer step = 1 prompt(s) x G=4" in result.stdout
+    )
 
 
 def test_two_process_ddp_on_cpu_really_runs_two_ranks(tiny_model, tmp_path):
