@@ -1,17 +1,10 @@
-"""Shared fixtures: a tiny random model with SmolLM2's real tokenizer, and helpers to run the scripts."""
+"""Shared fixtures: a tiny random model with SmolLM2's real tokenizer."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-import yaml
-
-REPO = Path(__file__).resolve().parents[1]
-SHARED_DATA = REPO.parent / "shared" / "data"
 
 
 @pytest.fixture(scope="session")
@@ -24,47 +17,3 @@ def tiny_model(tmp_path_factory) -> Path:
     except FileNotFoundError as err:
         pytest.skip(str(err))
     return make_tiny_model(tmp_path_factory.mktemp("models") / "tiny", gguf)
-
-
-def run_script(script: str, *args: str, timeout: float = 600, extra_env: dict | None = None, launcher=None):
-    """Run one of scripts/ as a user would, from the repository root; returns the CompletedProcess."""
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
-    env.update(extra_env or {})
-    command = [*(launcher or [sys.executable]), str(REPO / "scripts" / script), *args]
-    return subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
-
-
-def write_recipe(path: Path, data: dict) -> Path:
-    path.write_text(yaml.safe_dump(data, sort_keys=False))
-    return path
-
-
-def tiny_recipe(model: Path, output_dir: Path, **trainer) -> dict:
-    """A recipe that trains the tiny model for 2 steps on generated arithmetic."""
-    return {
-        "model": {"name_or_path": str(model), "dtype": "float32"},
-        "dataset": {
-            "generator": {
-                "name": "arithmetic",
-                "train_size": 64,
-                "eval_size": 8,
-                "seed": 1,
-                "params": {"max_ops": 1},
-            }
-        },
-        "prompt": {"user": "Calculate {question}.", "solution_column": "answer"},
-        "rewards": [{"name": "numeric_accuracy"}],
-        "evaluation": {"max_samples": 8, "max_new_tokens": 8},
-        "trainer": {
-            "output_dir": str(output_dir),
-            "per_device_train_batch_size": 4,
-            "num_generations": 4,
-            "max_completion_length": 8,
-            "max_steps": 2,
-            "logging_steps": 1,
-            "save_steps": 2,
-            "learning_rate": 1.0e-4,
-            "seed": 0,
-            **trainer,
-        },
-    }

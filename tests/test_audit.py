@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import REPO, SHARED_DATA, run_script
+from support import REPO, SHARED_DATA, run_script
 
 import rewards
 from grpo_recipes.audit import AuditReport, audit, format_report, load_rows

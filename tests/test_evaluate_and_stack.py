@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 
 import pytest
-from test_recipe import MINIMAL
+from support import MINIMAL
 
 from grpo_recipes.evaluate import greedy_accuracy, wilson_interval
 from grpo_recipes.recipe import RewardSpec, parse_recipe

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import REPO, SHARED_DATA, write_recipe
+from support import MINIMAL, REPO, SHARED_DATA, write_recipe
 
 from grpo_recipes.data import build_prompt, load_splits, peek_columns
 from grpo_recipes.recipe import (
@@ -22,13 +22,6 @@ from grpo_recipes.recipe import (
 from grpo_recipes.train import check, grpo_config
 
 RECIPES = sorted((REPO / "recipes").glob("*.yaml"))
-
-MINIMAL = {
-    "model": {"name_or_path": "some/model"},
-    "dataset": {"generator": {"name": "arithmetic"}},
-    "prompt": {"user": "Calculate {question}.", "solution_column": "answer"},
-    "rewards": [{"name": "numeric_accuracy"}],
-}
 
 
 def recipe_error(data: dict, overrides=None, tmp_path: Path | None = None) -> str:

@@ -7,7 +7,7 @@ import os
 
 import pytest
 import yaml
-from conftest import REPO, run_script, tiny_recipe, write_recipe
+from support import REPO, run_script, tiny_recipe, write_recipe
 
 from grpo_recipes.recipe import load_recipe
 
