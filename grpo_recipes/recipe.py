@@ -420,10 +420,19 @@ def _check_dataset(recipe: Recipe, source: str) -> None:
                 f"unknown generator '{spec.generator.name}'. Allowed: {', '.join(names)}."
                 f"{_suggest(spec.generator.name, names)}",
             )
+        generator = GENERATORS[spec.generator.name]
         try:
-            GENERATORS[spec.generator.name].check_params(spec.generator.params)
+            generator.check_params(spec.generator.params)
         except (TypeError, ValueError) as err:
             raise RecipeError(source, "dataset.generator.params", str(err)) from None
+        capacity = generator.capacity(**spec.generator.params)
+        if spec.generator.train_size + spec.generator.eval_size > capacity:
+            raise RecipeError(
+                source,
+                "dataset.generator",
+                f"train_size {spec.generator.train_size} + eval_size {spec.generator.eval_size} exceed the "
+                f"{capacity} distinct problems its params allow.",
+            )
     else:
         for key in ("path", "eval_path"):
             value = getattr(spec, key)

@@ -57,9 +57,7 @@ def arithmetic(
     exclude = exclude or set()
     seen: set[str] = set()
     rows: list[dict[str, Any]] = []
-    distinct = sum(
-        (max_operand - min_operand + 1) ** (k + 1) * len(operators) ** k for k in range(min_ops, max_ops + 1)
-    )
+    distinct = arithmetic_capacity(min_ops, max_ops, min_operand, max_operand, operators)
     if n > distinct - len(exclude):
         raise ValueError(
             f"arithmetic: asked for {n} distinct problems, but these settings allow only {distinct}."
@@ -77,6 +75,23 @@ def arithmetic(
         seen.add(question)
         rows.append({"question": question, "answer": str(_evaluate(operands, ops))})
     return rows
+
+
+def arithmetic_capacity(
+    min_ops: int = 1,
+    max_ops: int = 2,
+    min_operand: int = 1,
+    max_operand: int = 9,
+    operators: str = "+-*",
+    **_: Any,
+) -> int:
+    """How many distinct problems these settings allow.
+
+    >>> arithmetic_capacity(min_ops=1, max_ops=1, min_operand=2, max_operand=12)
+    363
+    """
+    values = max_operand - min_operand + 1
+    return sum(values ** (k + 1) * len(operators) ** k for k in range(min_ops, max_ops + 1))
 
 
 def _check_arithmetic(params: dict[str, Any]) -> None:
@@ -100,6 +115,8 @@ class Generator:
     generate_rows: Callable[..., list[dict[str, Any]]]
     columns: tuple[str, ...]
     check: Callable[[dict[str, Any]], None]
+    capacity: Callable[..., int]
+    """How many distinct rows the params allow."""
 
     def check_params(self, params: dict[str, Any]) -> None:
         allowed = [
@@ -126,5 +143,7 @@ class Generator:
 
 
 GENERATORS: dict[str, Generator] = {
-    "arithmetic": Generator(arithmetic, columns=("question", "answer"), check=_check_arithmetic),
+    "arithmetic": Generator(
+        arithmetic, columns=("question", "answer"), check=_check_arithmetic, capacity=arithmetic_capacity
+    ),
 }

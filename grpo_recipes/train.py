@@ -56,7 +56,9 @@ def grpo_config(recipe: Recipe, checking: bool = False):
     cpu_only = not torch.cuda.is_available()
     if cpu_only:
         # GRPOConfig turns bf16 and activation checkpointing on by default; on a CPU both only cost time.
-        values.update(bf16=False, activation_checkpointing=False)
+        # use_cpu also makes several launched processes one gloo process group (MULTI_CPU) instead of
+        # independent single-process runs.
+        values.update(bf16=False, activation_checkpointing=False, use_cpu=True)
     values.update(recipe.trainer)
     if checking and cpu_only:
         values.update(bf16=False, fp16=False)

@@ -94,6 +94,10 @@ def test_minimal_recipe_parses_with_defaults(tmp_path):
         ),
         (lambda d: d["dataset"]["generator"].update(params={"max_ops": 0}), ["dataset.generator.params"]),
         (lambda d: d.update(evaluation={"reward": "acc"}), ["evaluation.reward: unknown reward 'acc'"]),
+        (
+            lambda d: d["dataset"]["generator"].update(train_size=300, eval_size=100, params={"max_ops": 1}),
+            ["dataset.generator: train_size 300 + eval_size 100 exceed the 243 distinct problems"],
+        ),
     ],
 )
 def test_bad_recipes_name_file_key_and_fix(tmp_path, change, expected):
