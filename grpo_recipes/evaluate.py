@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from dataclasses import asdict, dataclass, field
@@ -48,10 +49,13 @@ def _render(prompt: Any, tokenizer, chat_template_kwargs: dict[str, Any]) -> str
     )
 
 
-def greedy_accuracy(model, tokenizer, dataset, recipe: Recipe, log=print) -> EvalResult:
+def greedy_accuracy(model, tokenizer, dataset, recipe: Recipe, log=print, accelerator=None) -> EvalResult:
     """Generate greedily for every row of `dataset` (with `prompt` and `solution` columns) and score it.
 
-    A row is correct when the recipe's evaluation reward gives it at least 1.0 (full marks).
+    A row is correct when the recipe's evaluation reward gives it at least 1.0 (full marks). With an
+    `accelerator` (several processes), each process generates for its share of the rows on its own device
+    and every process returns the gathered result. Under ZeRO-3 the weights are gathered for generation;
+    under FSDP every process steps through generation together (`synced_gpus`) on equal shares.
     """
     import torch
 
@@ -60,40 +64,79 @@ def greedy_accuracy(model, tokenizer, dataset, recipe: Recipe, log=print) -> Eva
     max_new = recipe.evaluation.max_new_tokens or recipe.trainer.get("max_completion_length", 256)
     chat_kwargs = recipe.trainer.get("chat_template_kwargs") or {}
     batch_size = recipe.evaluation.batch_size
-    device = next(model.parameters()).device
-    was_training = model.training
-    model.eval()
+    rank, world = (accelerator.process_index, accelerator.num_processes) if accelerator else (0, 1)
+    fsdp = accelerator is not None and getattr(accelerator.state, "fsdp_plugin", None) is not None
+    share = list(range(rank, len(dataset), world))
+    if fsdp:  # lock-step generation needs the same number of batches everywhere: pad with a repeat
+        share += share[-1:] * (math.ceil(len(dataset) / world) - len(share))
     side = tokenizer.padding_side
     tokenizer.padding_side = "left"  # decoder-only generation continues from the right edge
-    start, correct, examples = time.time(), 0, []
+    start, results = time.time(), []
     columns = [c for c in dataset.column_names if c != "prompt"]
     try:
-        for begin in range(0, len(dataset), batch_size):
-            rows = dataset.select(range(begin, min(begin + batch_size, len(dataset))))
-            texts = [_render(p, tokenizer, chat_kwargs) for p in rows["prompt"]]
-            enc = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(device)
-            with torch.no_grad():
-                out = model.generate(
-                    **enc, max_new_tokens=max_new, do_sample=False, pad_token_id=tokenizer.pad_token_id
-                )
-            completions = tokenizer.batch_decode(
-                out[:, enc["input_ids"].shape[1] :], skip_special_tokens=True
-            )
-            is_chat = not isinstance(rows["prompt"][0], str)
-            batch = [[{"role": "assistant", "content": c}] for c in completions] if is_chat else completions
-            kwargs = {c: rows[c] for c in columns}
-            scores = score(batch, prompts=rows["prompt"], **kwargs)
-            for completion, solution, value in zip(completions, rows["solution"], scores, strict=True):
-                ok = value is not None and value >= 1.0
-                correct += ok
-                if len(examples) < 8:
-                    examples.append(
-                        {"completion": completion, "solution": str(solution), "correct": bool(ok)}
+        with _generation_model(model, accelerator) as policy:
+            device = next(policy.parameters()).device
+            for begin in range(0, len(share), batch_size):
+                indices = share[begin : begin + batch_size]
+                rows = dataset.select(indices)
+                texts = [_render(p, tokenizer, chat_kwargs) for p in rows["prompt"]]
+                enc = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(device)
+                with torch.no_grad():
+                    out = policy.generate(
+                        **enc,
+                        max_new_tokens=max_new,
+                        do_sample=False,
+                        pad_token_id=tokenizer.pad_token_id,
+                        synced_gpus=fsdp,
                     )
-            log(f"  evaluated {begin + len(rows)}/{len(dataset)}: {correct} correct")
+                completions = tokenizer.batch_decode(
+                    out[:, enc["input_ids"].shape[1] :], skip_special_tokens=True
+                )
+                is_chat = not isinstance(rows["prompt"][0], str)
+                batch = (
+                    [[{"role": "assistant", "content": c}] for c in completions] if is_chat else completions
+                )
+                scores = score(batch, prompts=rows["prompt"], **{c: rows[c] for c in columns})
+                for index, completion, solution, value in zip(
+                    indices, completions, rows["solution"], scores, strict=True
+                ):
+                    results.append((index, completion, str(solution), value is not None and value >= 1.0))
+                done = sum(r[3] for r in results)
+                log(
+                    f"  evaluated {min(begin + len(indices), len(share))}/{len(share)} on this process: {done} correct"
+                )
     finally:
         tokenizer.padding_side = side
-        model.train(was_training)
+    if world > 1:
+        from accelerate.utils import gather_object
+
+        results = gather_object(results)
+    by_index = {
+        index: (completion, solution, ok) for index, completion, solution, ok in results
+    }  # drops pads
+    correct = sum(ok for _, _, ok in by_index.values())
+    examples = [
+        {"completion": c, "solution": s, "correct": bool(ok)}
+        for _, (c, s, ok) in sorted(by_index.items())[:8]
+    ]
     total = len(dataset)
     low, high = wilson_interval(correct, total)
     return EvalResult(correct, total, correct / max(total, 1), low, high, time.time() - start, examples)
+
+
+@contextlib.contextmanager
+def _generation_model(model, accelerator):
+    """The model to call `generate` on, in eval mode: unwrapped, with ZeRO-3 weights gathered (TRL's helper)."""
+    if accelerator is None:
+        context = contextlib.nullcontext(model)
+    else:
+        from trl.models.utils import unwrap_model_for_generation
+
+        context = unwrap_model_for_generation(model, accelerator)
+    with context as policy:
+        was_training = policy.training
+        policy.eval()
+        try:
+            yield policy
+        finally:
+            policy.train(was_training)

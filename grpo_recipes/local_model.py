@@ -70,10 +70,56 @@ def prepare_smollm2(dest: str | Path, gguf: str | Path | None = None) -> Path:
     return dest
 
 
-def make_tiny_model(dest: str | Path, tokenizer_source: str | Path, seed: int = 0) -> Path:
-    """A randomly initialised 2-layer Llama with a real tokenizer: trains and generates in seconds."""
+# Model families by the names they go by on the Hub, for building a tiny stand-in offline (`make smoke`).
+ARCHITECTURE_BY_NAME = {
+    "qwen3": "qwen3",
+    "qwen": "qwen2",
+    "smollm": "llama",
+    "llama": "llama",
+    "mistral": "mistral",
+}
+TINY_SIZES = {
+    "hidden_size": 128,
+    "intermediate_size": 256,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 2,
+    "num_key_value_heads": 1,
+    "head_dim": 64,  # a head size vLLM's CPU attention supports
+    "max_position_embeddings": 2048,
+    "tie_word_embeddings": True,
+}
+
+
+def architecture_of(name_or_path: str, revision: str | None = None) -> str:
+    """The `model_type` of a model: from its config where it can be read (local folder, Hub), else its name.
+
+    >>> architecture_of("Qwen/Qwen2.5-1.5B-Instruct")
+    'qwen2'
+    """
+    from transformers import AutoConfig
+
+    try:
+        return AutoConfig.from_pretrained(name_or_path, revision=revision).model_type
+    except (OSError, ValueError):
+        lowered = name_or_path.lower()
+        for key, model_type in ARCHITECTURE_BY_NAME.items():
+            if key in lowered:
+                return model_type
+    raise ValueError(
+        f"cannot tell the architecture of {name_or_path!r} offline (its config is not readable here and the "
+        f"name matches none of: {', '.join(ARCHITECTURE_BY_NAME)})."
+    )
+
+
+def make_tiny_model(
+    dest: str | Path, tokenizer_source: str | Path, seed: int = 0, model_type: str = "llama"
+) -> Path:
+    """A randomly initialised 2-layer model of `model_type` with a real tokenizer: trains in seconds.
+
+    The sizes (`TINY_SIZES`) suit vLLM's CPU build too, so the same model serves every generation back-end.
+    """
     import torch
-    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
     source = Path(tokenizer_source)
     if source.suffix == ".gguf":
@@ -81,21 +127,17 @@ def make_tiny_model(dest: str | Path, tokenizer_source: str | Path, seed: int = 
     else:
         tokenizer = AutoTokenizer.from_pretrained(source)
     torch.manual_seed(seed)
-    config = LlamaConfig(
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    config = AutoConfig.for_model(
+        model_type,
         vocab_size=len(tokenizer),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        max_position_embeddings=1024,
-        tie_word_embeddings=True,
         bos_token_id=tokenizer.bos_token_id,
         eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id,
+        pad_token_id=pad,
+        **TINY_SIZES,
     )
-    model = LlamaForCausalLM(config)
-    model.generation_config.pad_token_id = config.pad_token_id
+    model = AutoModelForCausalLM.from_config(config)
+    model.generation_config.pad_token_id = pad
     model.save_pretrained(dest)
     tokenizer.save_pretrained(dest)
     return Path(dest)

@@ -37,7 +37,16 @@ class RewardStack:
             self._batch = []
         self._batch.append(scores)
         if index == len(self.specs) - 1 and len(self._batch) == len(self.specs) and log_metric is not None:
-            log_metric("zero_variance_groups", zero_variance_fraction(self.totals(), prompts, self.tolerance))
+            totals, keys = self.totals(), _prompt_keys(prompts, len(self._batch[0]))
+            # Under several processes a group's completions can be split across them: count whole groups.
+            # Every process scores its share at the same point of the step, so the gather is safe here.
+            from accelerate import PartialState
+
+            if PartialState().num_processes > 1:
+                from accelerate.utils import gather_object
+
+                totals, keys = gather_object(totals), gather_object(keys)
+            log_metric("zero_variance_groups", zero_variance_fraction(totals, keys, self.tolerance))
 
     def totals(self) -> list[float]:
         """Weighted total per completion of the batch just scored (None counts as 0, as TRL's nansum)."""
@@ -68,7 +77,7 @@ def zero_variance_fraction(totals: list[float], prompts: Any, tolerance: float =
     """
     if not totals:
         return 0.0
-    keys = [repr(p) for p in prompts] if prompts is not None else ["all"] * len(totals)
+    keys = _prompt_keys(prompts, len(totals))
     groups: list[list[float]] = []
     for i, (key, value) in enumerate(zip(keys, totals, strict=True)):
         if i and key == keys[i - 1]:
@@ -77,3 +86,8 @@ def zero_variance_fraction(totals: list[float], prompts: Any, tolerance: float =
             groups.append([value])
     flat = sum(1 for g in groups if max(g) - min(g) <= tolerance)
     return flat / len(groups)
+
+
+def _prompt_keys(prompts: Any, count: int) -> list[str]:
+    """One comparable key per completion: its prompt, written out (no prompts: one group)."""
+    return [repr(p) for p in prompts] if prompts is not None else ["all"] * count

