@@ -1,0 +1,254 @@
+"""scripts/slurm/train.sbatch without Slurm: stand-in srun/scontrol/accelerate/trl/curl record what they are given.
+
+The srun stand-in records its argv, then runs the step's command as Slurm would on the node (with STANDIN_HOST
+set to the node), so the accelerate and trl stand-ins record the command and environment each node really gets.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from support import REPO
+
+SCRIPT = REPO / "scripts" / "slurm" / "train.sbatch"
+HOSTS = ["node-a", "node-b", "node-c"]
+GSM8K_MODEL = "Qwen/Qwen2.5-1.5B-Instruct"  # recipes/gsm8k.yaml's model.name_or_path
+
+RECORD = """
+import json, os, sys
+def record(**fields):
+    # One write per line, appended: concurrent stand-ins do not interleave.
+    with open(os.environ["STANDIN_LOG"], "a") as log:
+        log.write(json.dumps({"prog": os.path.basename(sys.argv[0]), "argv": sys.argv[1:],
+                              "host": os.environ.get("STANDIN_HOST"),
+                              "cuda": os.environ.get("CUDA_VISIBLE_DEVICES"), **fields}) + "\\n")
+"""
+
+STANDINS = {
+    "scontrol": """
+record()
+assert sys.argv[1:3] == ["show", "hostnames"], sys.argv
+print("\\n".join(os.environ["STANDIN_HOSTS"].split()))
+""",
+    "srun": """
+args = sys.argv[1:]
+at, host = 0, None
+while args[at].startswith("-"):  # srun's own options come before the step's command
+    if args[at] == "-w":
+        host = args[at + 1]
+        at += 1
+    at += 1
+record(node=host)
+if host == os.environ.get("STANDIN_FAIL_HOST"):
+    sys.exit(3)
+os.environ["STANDIN_HOST"] = host
+os.environ.pop("CUDA_VISIBLE_DEVICES", None)  # Slurm gives the step its own GPUs: one exported before is lost
+os.execvp(args[at], args[at:])
+""",
+    "accelerate": "record()\n",
+    "trl": """
+record()
+import time
+time.sleep(float(os.environ.get("STANDIN_SERVER_SECONDS", "0")))
+sys.exit(int(os.environ.get("STANDIN_SERVER_RC", "0")))
+""",
+    "curl": """
+record()
+sys.exit(int(os.environ.get("STANDIN_CURL_RC", "0")))
+""",
+}
+
+
+@pytest.fixture
+def launcher(tmp_path):
+    """Run the script with the stand-ins first on PATH; returns (CompletedProcess, records)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name, body in STANDINS.items():
+        path = bin_dir / name
+        path.write_text(f"#!{sys.executable}\n{RECORD}\n{body}")
+        path.chmod(0o755)
+    log = tmp_path / "log.jsonl"
+
+    def run(hosts=HOSTS, timeout=60, **env):
+        base = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith(("SLURM_", "VLLM_", "STANDIN_"))
+            and k not in {"RECIPE", "ARGS", "ACCELERATE_CONFIG", "GPUS_PER_NODE", "MASTER_PORT"}
+        }
+        base.update(
+            PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+            PYTHON=sys.executable,
+            STANDIN_LOG=str(log),
+            STANDIN_HOSTS=" ".join(hosts),
+            SLURM_JOB_NODELIST="node-[a-c]",
+        )
+        base.update(env)
+        log.write_text("")
+        result = subprocess.run(
+            ["bash", str(SCRIPT)], cwd=REPO, env=base, capture_output=True, text=True, timeout=timeout
+        )
+        records = [json.loads(line) for line in log.read_text().splitlines()]
+        return result, records
+
+    return run
+
+
+def of(records, prog):
+    return [r for r in records if r["prog"] == prog]
+
+
+def option(argv, name):
+    return argv[argv.index(name) + 1]
+
+
+def check_training(records, hosts, gpus, script_args):
+    """Every training node ran accelerate once, with its rank, the global totals and the recipe arguments."""
+    runs = of(records, "accelerate")
+    assert sorted(r["host"] for r in runs) == sorted(hosts)
+    for run in runs:
+        argv = run["argv"]
+        assert argv[:3] == ["launch", "--config_file", "configs/zero2.yaml"]
+        assert int(option(argv, "--machine_rank")) == hosts.index(run["host"])
+        assert int(option(argv, "--num_processes")) == len(hosts) * gpus
+        assert int(option(argv, "--num_machines")) == len(hosts)
+        assert option(argv, "--main_process_ip") == hosts[0]
+        assert option(argv, "--main_process_port") == "29500"
+        assert option(argv, "--rdzv_backend") == "static"
+        assert argv[argv.index("scripts/train.py") :] == ["scripts/train.py", *script_args]
+    assert sorted(int(option(r["argv"], "--machine_rank")) for r in runs) == list(range(len(hosts)))
+
+
+def test_plain_multi_node_launches_one_rank_per_node_with_global_totals(launcher):
+    result, records = launcher(
+        RECIPE="math", ARGS="trainer.max_steps=10 trainer.learning_rate=2e-6", SLURM_GPUS_ON_NODE="4"
+    )
+    assert result.returncode == 0, result.stderr
+    assert [r["argv"] for r in of(records, "scontrol")] == [["show", "hostnames", "node-[a-c]"]]
+    check_training(
+        records,
+        HOSTS,
+        gpus=4,
+        script_args=["--config", "math", "trainer.max_steps=10", "trainer.learning_rate=2e-6"],
+    )
+    # One srun per node, each a single task pinned to its node, and nothing else started.
+    sruns = of(records, "srun")
+    assert sorted(r["node"] for r in sruns) == HOSTS
+    assert all(r["argv"][:4] == ["--nodes=1", "--ntasks=1", "-w", r["node"]] for r in sruns)
+    assert not of(records, "trl") and not of(records, "curl")
+    # Each command is printed, one line per node, exactly as it ran.
+    printed = [line for line in result.stdout.splitlines() if line.startswith("[")]
+    assert sorted(printed) == sorted(f"[{r['node']}] srun {' '.join(r['argv'])}" for r in sruns)
+
+
+@pytest.mark.parametrize(
+    ("env", "gpus"), [({}, 8), ({"SLURM_GPUS_ON_NODE": "2"}, 2), ({"GPUS_PER_NODE": "6"}, 6)]
+)
+def test_gpus_per_node_defaults_to_slurms_count_then_8(launcher, env, gpus):
+    result, records = launcher(**env)
+    assert result.returncode == 0, result.stderr
+    check_training(records, HOSTS, gpus=gpus, script_args=["--config", "gsm8k"])
+
+
+def test_server_mode_serves_on_the_last_node_and_trains_on_the_others(launcher):
+    result, records = launcher(
+        VLLM_SERVER="1", VLLM_GPUS="4", VLLM_PORT="8123", SLURM_GPUS_ON_NODE="8", ARGS="trainer.max_steps=5"
+    )
+    assert result.returncode == 0, result.stderr
+    servers = of(records, "trl")
+    assert len(servers) == 1
+    server = servers[0]
+    assert server["host"] == "node-c" and server["cuda"] == "0,1,2,3"
+    assert server["argv"] == [
+        "vllm-serve",
+        "--model",
+        GSM8K_MODEL,
+        "--host",
+        "0.0.0.0",
+        "--port",
+        "8123",
+        "--tensor-parallel-size",
+        "4",
+    ]
+    server_overrides = [
+        "trainer.use_vllm=true",
+        "trainer.vllm_mode=server",
+        "trainer.vllm_server_host=node-c",
+        "trainer.vllm_server_port=8123",
+    ]
+    check_training(
+        records,
+        ["node-a", "node-b"],
+        gpus=8,
+        script_args=["--config", "gsm8k", "trainer.max_steps=5", *server_overrides],
+    )
+    # Training starts only after the server answered its health check.
+    curls = [i for i, r in enumerate(records) if r["prog"] == "curl"]
+    trainers = [i for i, r in enumerate(records) if r["prog"] == "srun" and r["node"] != "node-c"]
+    assert len(curls) == 1 and "http://node-c:8123/health" in records[curls[0]]["argv"]
+    assert curls[0] < min(trainers)
+
+
+def test_server_mode_defaults_to_all_gpus_and_the_overridden_model(launcher):
+    result, records = launcher(VLLM_SERVER="1", SLURM_GPUS_ON_NODE="2", ARGS="model.name_or_path=org/other")
+    assert result.returncode == 0, result.stderr
+    (server,) = of(records, "trl")
+    assert server["cuda"] == "0,1"
+    assert option(server["argv"], "--model") == "org/other"
+    assert option(server["argv"], "--tensor-parallel-size") == "2"
+    assert option(server["argv"], "--port") == "8000"
+    assert {r["host"] for r in of(records, "accelerate")} == {"node-a", "node-b"}
+    assert all(option(r["argv"], "--num_processes") == "4" for r in of(records, "accelerate"))
+
+
+@pytest.mark.parametrize("failing", ["node-a", "node-c"])
+def test_a_failing_node_fails_the_job(launcher, failing):
+    result, records = launcher(STANDIN_FAIL_HOST=failing)
+    assert result.returncode == 3
+    assert failing in result.stderr
+    # The other nodes still ran.
+    assert sorted(r["host"] for r in of(records, "accelerate")) == sorted(set(HOSTS) - {failing})
+
+
+def test_server_that_never_answers_fails_without_training_and_is_stopped(launcher):
+    # The server would run for 120 s: the script only returns within the timeout if it killed it.
+    result, records = launcher(
+        VLLM_SERVER="1", VLLM_TIMEOUT="0", STANDIN_CURL_RC="7", STANDIN_SERVER_SECONDS="120", timeout=30
+    )
+    assert result.returncode != 0
+    assert "no answer from http://node-c:8000/health" in result.stderr
+    assert not of(records, "accelerate")
+
+
+def test_server_that_exits_early_fails_without_training(launcher):
+    result, records = launcher(VLLM_SERVER="1", STANDIN_CURL_RC="7", STANDIN_SERVER_RC="1", timeout=30)
+    assert result.returncode != 0
+    assert "the vLLM server exited" in result.stderr
+    assert not of(records, "accelerate")
+
+
+@pytest.mark.parametrize(("env", "message"), [({}, "needs 2 nodes"), ({"VLLM_GPUS": "9"}, "VLLM_GPUS=9")])
+def test_server_mode_rejects_impossible_splits(launcher, env, message):
+    hosts = ["node-a"] if not env else HOSTS
+    result, records = launcher(hosts=hosts, VLLM_SERVER="1", **env)
+    assert result.returncode != 0 and message in result.stderr
+    assert not of(records, "srun")
+
+
+def test_outside_an_allocation_it_says_so(launcher):
+    result, _ = launcher(SLURM_JOB_NODELIST="")
+    assert result.returncode != 0 and "Slurm allocation" in result.stderr
+
+
+def test_sbatch_header_comes_before_any_command():
+    # sbatch stops reading #SBATCH lines at the first command.
+    lines = SCRIPT.read_text().splitlines()
+    first_command = next(i for i, line in enumerate(lines) if line.strip() and not line.startswith("#"))
+    sbatch = [i for i, line in enumerate(lines) if line.startswith("#SBATCH")]
+    assert sbatch and max(sbatch) < first_command
+    assert "#SBATCH --output=outputs/slurm-%j.out" in lines
