@@ -149,15 +149,22 @@ class Server:
         self.stop()
 
     def stop(self) -> None:
-        """SIGTERM to the server's whole process group (vLLM runs its engine in a child), then SIGKILL."""
+        """SIGTERM to the server's whole process group (vLLM runs its engine in a child), then SIGKILL.
+
+        Returns once no process of the group is left.
+        """
         if self.process is None or self.process.poll() is not None:
             return
         group = os.getpgid(self.process.pid)
         os.killpg(group, signal.SIGTERM)
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):  # then SIGKILL below
             self.process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(group, signal.SIGKILL)
-            self.process.wait()
-        with contextlib.suppress(ProcessLookupError):  # the engine child may outlive its parent a moment
-            os.killpg(group, signal.SIGKILL)
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            try:  # the engine child may outlive its parent a moment
+                os.killpg(group, signal.SIGKILL)
+            except ProcessLookupError:
+                return
+            self.process.poll()
+            time.sleep(0.2)
+        raise RuntimeError(f"processes of the vLLM server's group {group} are still running")

@@ -23,11 +23,13 @@ MATRIX = [
     ("zero2", "vllm-colocate", "off"),
     ("zero3", "hf", "off"),
     ("zero3", "vllm-colocate", "on"),
+    ("zero3-offload", "hf", "off"),
 ]
 EXPECTED = {
     "ddp": {"distributed_type": "MULTI_CPU", "zero_stage": None},
     "zero2": {"distributed_type": "DEEPSPEED", "zero_stage": 2},
     "zero3": {"distributed_type": "DEEPSPEED", "zero_stage": 3},
+    "zero3-offload": {"distributed_type": "DEEPSPEED", "zero_stage": 3},
 }
 
 

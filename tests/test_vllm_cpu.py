@@ -94,3 +94,34 @@ def test_colocate_sync_reaches_vllm_and_restores(tiny_model, tmp_path, lora):
         assert max(abs(a - b) for a, b in zip(probe["perturbed"], probe["original"], strict=True)) > 1e-2
     else:
         assert probe["restored"] == probe["original"]
+
+
+@needs_vllm
+@pytest.mark.slow
+def test_make_serve_serves_the_recipes_model_until_stopped_by_its_process_id(tiny_model, tmp_path):
+    import os
+
+    from support import REPO, tiny_recipe, write_recipe
+
+    from grpo_recipes.serve import Server, served_logprobs
+    from grpo_recipes.smoke import free_port
+
+    port = free_port()
+    recipe = write_recipe(tmp_path / "r.yaml", tiny_recipe(tiny_model, tmp_path / "out"))
+    command = [
+        sys.executable,
+        str(REPO / "scripts" / "serve.py"),
+        "--config",
+        str(recipe),
+        "--port",
+        str(port),
+    ]
+    url = f"http://127.0.0.1:{port}"
+    with Server(command, {**os.environ, "CUDA_VISIBLE_DEVICES": ""}, url, tmp_path / "server.log") as server:
+        # The script hands its process over to vLLM's server: the id we started is the server's.
+        assert len(served_logprobs(url)) == 4
+        group = os.getpgid(server.process.pid)
+    with pytest.raises(ProcessLookupError):
+        os.killpg(group, 0)  # no process of the server's group is left
+    log = (tmp_path / "server.log").read_text()
+    assert f"--model {tiny_model}" in log and "--host 127.0.0.1" in log and "--enforce-eager" in log
