@@ -4,7 +4,7 @@ Each check runs before any model loads and reports one line, `<recipe>: <key>: <
 vLLM asked for but missing or outside the range TRL supports, a DeepSpeed launch without DeepSpeed, bf16/fp16
 on a machine without a GPU, and `vllm_mode: server` with no server answering. `preflight_problems` lists
 them all; `preflight` raises the first. The lookups of the machine's state are small functions
-(`_importable`, `_installed_version`, `_health_problem`) so the tests can stand in for a machine they are not.
+(`_importable`, `_installed_version`; the server probe is `serve.health_problem`) so the tests can stand in for a machine they are not.
 
 Setting `GRPO_PREFLIGHT_SERVER_TIMEOUT=0` skips the server check (for a server that is started alongside).
 
@@ -20,8 +20,6 @@ import importlib.util
 import inspect
 import os
 import re
-import urllib.error
-import urllib.request
 from collections.abc import Mapping
 from importlib import metadata
 from typing import Any
@@ -29,6 +27,7 @@ from typing import Any
 from packaging.version import Version
 
 from .recipe import Recipe, RecipeError
+from .serve import health_problem
 
 SERVER_TIMEOUT = 2.0
 """Seconds to wait for the vLLM server's /health (env GRPO_PREFLIGHT_SERVER_TIMEOUT overrides; 0 skips)."""
@@ -45,20 +44,6 @@ def _installed_version(distribution: str) -> str | None:
         return metadata.version(distribution)
     except metadata.PackageNotFoundError:
         return None
-
-
-def _health_problem(url: str, timeout: float) -> str | None:
-    """None when `url` answers 200, else why not (direct connection: proxies do not decide whether it runs)."""
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-    try:
-        with opener.open(url, timeout=timeout) as response:
-            return None if response.status == 200 else f"HTTP {response.status}"
-    except urllib.error.HTTPError as err:
-        return f"HTTP {err.code}"
-    except urllib.error.URLError as err:
-        return str(err.reason)
-    except OSError as err:  # a timeout while reading, a reset connection
-        return str(err) or type(err).__name__
 
 
 @functools.cache
@@ -111,7 +96,7 @@ def _server_problem(recipe: Recipe, config: Any, env: Mapping[str, str]) -> Reci
     base = (
         config.vllm_server_base_url or f"http://{config.vllm_server_host}:{config.vllm_server_port}"
     ).rstrip("/")
-    why = _health_problem(f"{base}/health", timeout)
+    why = health_problem(f"{base}/health", timeout)
     if why is None:
         return None
     problem = (

@@ -87,18 +87,28 @@ def recipe_serve_command(recipe: Recipe, host: str = "127.0.0.1", port: int | No
     )
 
 
+def health_problem(url: str, timeout: float) -> str | None:
+    """None when `url` answers 200, else why not (direct connection: proxies do not decide whether it runs)."""
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    try:
+        with opener.open(url, timeout=timeout) as response:
+            return None if response.status == 200 else f"HTTP {response.status}"
+    except urllib.error.HTTPError as err:
+        return f"HTTP {err.code}"
+    except urllib.error.URLError as err:
+        return str(err.reason)
+    except OSError as err:  # a timeout while reading, a reset connection
+        return str(err) or type(err).__name__
+
+
 def wait_for_health(url: str, process: subprocess.Popen | None = None, timeout: float = 600.0) -> float:
     """Poll `url`/health until it answers 200; returns the seconds waited. Fails early if `process` exits."""
     start = time.time()
     while time.time() - start < timeout:
         if process is not None and process.poll() is not None:
             raise RuntimeError(f"the vLLM server exited with status {process.returncode} before it was ready")
-        try:
-            with urllib.request.urlopen(f"{url}/health", timeout=2) as response:
-                if response.status == 200:
-                    return time.time() - start
-        except (urllib.error.URLError, OSError):
-            pass
+        if health_problem(f"{url}/health", timeout=2) is None:
+            return time.time() - start
         time.sleep(1)
     raise TimeoutError(f"no answer from {url}/health after {timeout:.0f} s")
 

@@ -6,7 +6,6 @@ import copy
 import http.server
 import importlib.util
 import re
-import socket
 import threading
 import warnings
 
@@ -15,6 +14,7 @@ from support import MINIMAL
 
 from grpo_recipes import preflight as pf
 from grpo_recipes.recipe import RecipeError, parse_recipe
+from grpo_recipes.smoke import free_port
 from grpo_recipes.train import grpo_config
 
 
@@ -26,9 +26,8 @@ def recipe_and_config(**trainer):
 
 
 def closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    """A port nothing listens on: a free one, released at once."""
+    return free_port()
 
 
 @pytest.fixture
