@@ -27,6 +27,7 @@ from typing import Any
 
 import rewards
 from rewards.extract import find_boxed
+from rewards.math_rewards import fast_verdict, prepare_answer
 from rewards.number_parsing import format_number
 
 from .data import build_prompt, load_local_file
@@ -112,11 +113,16 @@ def _unbox_last(text: str) -> str:
     return text[:start] + content + text[end:]
 
 
+def _equivalent(answer: str, other: str) -> bool:
+    """Whether two answers are certainly equivalent without sympy (equal canonical forms or numbers)."""
+    return fast_verdict(prepare_answer(answer), prepare_answer(other)) is True
+
+
 def wrong_answer(answer: str, others: Sequence[str | None], index: int) -> str:
     r"""An answer certainly different from ``answer``: the number plus one, else another row's answer.
 
-    Another row's answer is taken only when its canonical form differs; one that is not a plain number
-    is preferred, as the gold is not one either.
+    Another row's answer is taken only when it is not certainly equivalent (math_accuracy's fast path
+    says so); one that is not a plain number is preferred, as the gold is not one either.
 
     >>> wrong_answer("18", [], 0), wrong_answer(r"\frac{1}{2}", [], 0)
     ('19', '1.5')
@@ -126,15 +132,14 @@ def wrong_answer(answer: str, others: Sequence[str | None], index: int) -> str:
     value = rewards.parse_number(answer)
     if value is not None:
         return format_number(value + 1)
-    canonical = rewards.canonical_answer(answer)
     count = len(others)
     for offset in range(1, count):
         other = others[(index + offset) % count]
-        if other and rewards.canonical_answer(other) != canonical and rewards.parse_number(other) is None:
+        if other and not _equivalent(other, answer) and rewards.parse_number(other) is None:
             return other
     for offset in range(1, count):  # no other non-numeric answer: any other one that differs
         other = others[(index + offset) % count]
-        if other and rewards.canonical_answer(other) != canonical:
+        if other and not _equivalent(other, answer):
             return other
     return f"{answer}+1"
 
@@ -242,7 +247,7 @@ def audit(
         check_columns(recipe, list(rows[0]))
     _check_template(recipe)
     started = time.perf_counter()
-    stack = RewardStack(recipe.rewards)
+    stack = RewardStack.for_recipe(recipe)
     # (label, what is called, the reward behind it): the stack's functions, as training calls them.
     functions: list[tuple[str, Callable, rewards.Reward]] = []
     for spec, function in zip(recipe.rewards, stack.functions, strict=True):
@@ -251,7 +256,7 @@ def audit(
     if any(eval_spec is spec for spec in recipe.rewards):
         evaluation = functions[[spec is eval_spec for spec in recipe.rewards].index(True)][0]
     else:  # an evaluation reward outside the stack
-        reward = rewards.get_reward(eval_spec.name, **eval_spec.params)
+        reward = recipe.evaluation_function
         evaluation = _label(eval_spec.name, functions)
         functions.append((evaluation, reward, reward))
     for _, _, reward in functions:

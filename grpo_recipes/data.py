@@ -57,13 +57,18 @@ def _load_hub(path: str, config: str | None, split: str):
     return datasets.load_dataset(path, config, split=split)
 
 
-def peek_columns(recipe: Recipe) -> list[str] | None:
-    """The dataset's columns without loading it, where that is cheap (a generator or a local file)."""
+def peek_columns(recipe: Recipe, held_out: bool = False) -> list[str] | None:
+    """The dataset's columns without loading it, where that is cheap (a generator or a local .jsonl file).
+
+    `held_out`: those of `dataset.eval_path` instead (None when there is none: the held-out rows then come
+    from the same data as the training rows).
+    """
     spec = recipe.dataset
     if spec.generator is not None:
-        return list(GENERATORS[spec.generator.name].columns)
-    if _is_local(spec.path) and Path(spec.path).suffix == ".jsonl":
-        with open(spec.path) as handle:
+        return None if held_out else list(GENERATORS[spec.generator.name].columns)
+    path = spec.eval_path if held_out else spec.path
+    if path is not None and Path(path).suffix == ".jsonl":
+        with open(path) as handle:
             first = handle.readline()
         return list(json.loads(first)) if first.strip() else []
     return None
@@ -105,6 +110,8 @@ def load_splits(recipe: Recipe) -> Splits:
             # The same Hub dataset's config applies to its own held-out split, not to another dataset's.
             config = None if spec.eval_path else spec.config
             eval_set = _load_hub(spec.eval_path or spec.path, config, spec.eval_split or "test")
+        if eval_set is not None:  # other data than the training rows: its columns may differ
+            check_columns(recipe, eval_set.column_names, held_out=True)
 
     check_columns(recipe, train.column_names)
     if spec.shuffle_seed is not None:

@@ -8,8 +8,6 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-import rewards
-
 from .recipe import Recipe
 
 
@@ -59,8 +57,7 @@ def greedy_accuracy(model, tokenizer, dataset, recipe: Recipe, log=print, accele
     """
     import torch
 
-    spec = recipe.evaluation_reward
-    score = rewards.get_reward(spec.name, **spec.params)
+    score = recipe.evaluation_function
     max_new = recipe.evaluation.max_new_tokens or recipe.trainer.get("max_completion_length", 256)
     chat_kwargs = recipe.trainer.get("chat_template_kwargs") or {}
     batch_size = recipe.evaluation.batch_size

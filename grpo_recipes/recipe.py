@@ -15,12 +15,11 @@ Overrides use one convention: ``dotted.key.path=value``, where the value is read
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-import difflib
-import math
+import functools
 import string
-import types
-import typing
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -28,6 +27,7 @@ from typing import Any, Literal
 import yaml
 
 import rewards as reward_registry
+from rewards.typecheck import FieldError, check_mapping, check_value, dataclass_fields, join_key, suggest
 
 from .tasks import GENERATORS
 
@@ -43,18 +43,18 @@ class RecipeError(ValueError):
         super().__init__(message)
 
 
-def _suggest(name: str, allowed: list[str]) -> str:
-    close = difflib.get_close_matches(name, allowed, n=1, cutoff=0.6)
-    return f" Did you mean '{close[0]}'?" if close else ""
-
-
-def _unknown_key(source: str, key: str, name: str, allowed: list[str], list_all: bool = True) -> RecipeError:
-    listing = f" Allowed: {', '.join(allowed)}." if list_all else ""
-    return RecipeError(source, key, f"unknown key '{name}'.{listing}{_suggest(name, allowed)}")
+@contextlib.contextmanager
+def _at(source: str, prefix: str = "") -> Iterator[None]:
+    """Report a FieldError raised inside as a RecipeError of `source`, its key under `prefix`."""
+    try:
+        yield
+    except FieldError as err:
+        raise RecipeError(source, join_key(prefix, err.key) or "recipe", err.problem) from None
 
 
 # --------------------------------------------------------------------------------------------------------
-# Schema. Each section is a dataclass; its fields are the allowed keys, their types are checked on load.
+# Schema. Each section is a dataclass; its fields are the allowed keys, their types are checked on load
+# (by rewards.typecheck, which also checks reward params, generator params and the trainer section).
 # --------------------------------------------------------------------------------------------------------
 
 
@@ -159,9 +159,9 @@ class Recipe:
     evaluation: EvaluationSpec = field(default_factory=EvaluationSpec)
     audit: AuditSpec = field(default_factory=AuditSpec)
     description: str = ""
-    name: str = ""
+    name: str = field(default="", init=False)
     """Set from the file name; not a key in the file."""
-    source: str = ""
+    source: str = field(default="", init=False)
     """Where the recipe came from, with the overrides applied; not a key in the file."""
 
     def to_dict(self) -> dict[str, Any]:
@@ -181,127 +181,22 @@ class Recipe:
                 return spec
         return RewardSpec(name=self.evaluation.reward)
 
+    # Built once (parse_recipe builds them to check their params) and shared by training, evaluation and
+    # the audit. Cached on the instance, not dataclass fields, so to_dict() and the resolved recipe stay
+    # plain data; rewards pickle, so a copied or pickled recipe carries them along.
+    @functools.cached_property
+    def reward_functions(self) -> list[reward_registry.Reward]:
+        """One reward per entry of `rewards`, built with its params."""
+        return [_build_reward(self.source, f"rewards[{i}]", spec) for i, spec in enumerate(self.rewards)]
 
-RECIPE_INTERNAL_FIELDS = {"name", "source"}
-
-# --------------------------------------------------------------------------------------------------------
-# Type checking of plain YAML data against the schema.
-# --------------------------------------------------------------------------------------------------------
-
-
-def _type_name(tp: Any) -> str:
-    origin = typing.get_origin(tp)
-    if origin is Literal:
-        return "one of " + ", ".join(repr(v) for v in typing.get_args(tp))
-    if origin in (typing.Union, types.UnionType):
-        return " or ".join(_type_name(a) for a in typing.get_args(tp))
-    if origin is list:
-        return f"a list of {_type_name(typing.get_args(tp)[0])}"
-    if origin is dict:
-        return "a mapping"
-    if dataclasses.is_dataclass(tp):
-        return "a mapping"
-    return {
-        str: "a string",
-        int: "an integer",
-        float: "a number",
-        bool: "true or false",
-        type(None): "null",
-    }.get(tp, getattr(tp, "__name__", str(tp)))
-
-
-def _convert(value: Any, tp: Any, source: str, key: str) -> Any:
-    """Return `value` checked (and, for numbers written as strings like 1e-6, converted) against `tp`."""
-    origin = typing.get_origin(tp)
-    if origin in (typing.Union, types.UnionType):
-        args = typing.get_args(tp)
-        if value is None and type(None) in args:
-            return None
-        non_null = [a for a in args if a is not type(None)]
-        if len(non_null) == 1:  # Optional[X]: report X's own error (an unknown key inside a section, say)
-            return _convert(value, non_null[0], source, key)
-        for arg in args:
-            if arg is type(None):
-                continue
-            try:
-                return _convert(value, arg, source, key)
-            except RecipeError:
-                continue
-        raise RecipeError(source, key, f"expected {_type_name(tp)}, got {value!r}.")
-    if origin is Literal:
-        allowed = typing.get_args(tp)
-        if value not in allowed:
-            hint = _suggest(str(value), [str(a) for a in allowed])
-            raise RecipeError(source, key, f"got {value!r}; allowed: {', '.join(map(str, allowed))}.{hint}")
-        return value
-    if origin is list:
-        if not isinstance(value, list):
-            raise RecipeError(source, key, f"expected {_type_name(tp)}, got {value!r}.")
-        (item_tp,) = typing.get_args(tp)
-        return [_convert(v, item_tp, source, f"{key}[{i}]") for i, v in enumerate(value)]
-    if origin is dict or tp is dict:
-        if not isinstance(value, dict):
-            raise RecipeError(source, key, f"expected a mapping, got {value!r}.")
-        return dict(value)
-    if dataclasses.is_dataclass(tp):
-        return _build(tp, value, source, key)
-    if tp is Any:
-        return value
-    if tp is bool:
-        if not isinstance(value, bool):
-            raise RecipeError(source, key, f"expected true or false, got {value!r}.")
-        return value
-    if tp is int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise RecipeError(source, key, f"expected an integer, got {value!r}.")
-        return value
-    if tp is float:
-        return _as_float(value, source, key)
-    if tp is str:
-        if not isinstance(value, str):
-            raise RecipeError(source, key, f"expected a string, got {value!r}.")
-        return value
-    return value
-
-
-def _as_float(value: Any, source: str, key: str) -> float:
-    # YAML 1.1 reads `1e-6` (no dot) as a string; accept numeric strings rather than fail on a common spelling.
-    if isinstance(value, bool):
-        raise RecipeError(source, key, f"expected a number, got {value!r}.")
-    if isinstance(value, int | float):
-        return float(value)
-    if isinstance(value, str):
-        try:
-            number = float(value)
-        except ValueError:
-            pass
-        else:
-            if math.isfinite(number):
-                return number
-    raise RecipeError(source, key, f"expected a number, got {value!r}.")
-
-
-def _build(cls: type, data: Any, source: str, key: str) -> Any:
-    """Build dataclass `cls` from a mapping, rejecting unknown keys and missing required ones."""
-    section = key or "recipe"
-    if not isinstance(data, dict):
-        raise RecipeError(source, section, f"expected a mapping, got {data!r}.")
-    hints = typing.get_type_hints(cls)
-    internal = RECIPE_INTERNAL_FIELDS if cls is Recipe else set()
-    fields = {f.name: f for f in dataclasses.fields(cls) if f.name not in internal}
-    kwargs = {}
-    for name, value in data.items():
-        path = f"{key}.{name}" if key else str(name)
-        if name not in fields:
-            raise _unknown_key(source, section, str(name), list(fields))
-        kwargs[name] = _convert(value, hints[name], source, path)
-    for name, f in fields.items():
-        required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
-        if required and name not in kwargs:
-            raise RecipeError(
-                source, f"{key}.{name}" if key else name, f"missing required key ({_type_name(hints[name])})."
-            )
-    return cls(**kwargs)
+    @functools.cached_property
+    def evaluation_function(self) -> reward_registry.Reward:
+        """The reward of `evaluation_reward`: the same instance as in `reward_functions` when it is one of them."""
+        spec = self.evaluation_reward
+        for candidate, function in zip(self.rewards, self.reward_functions, strict=True):
+            if candidate is spec:
+                return function
+        return _build_reward(self.source, "evaluation.reward", spec)
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -390,19 +285,25 @@ def _check_rewards(recipe: Recipe, source: str) -> None:
             raise RecipeError(
                 source,
                 f"rewards[{i}].name",
-                f"unknown reward '{spec.name}'. Allowed: {', '.join(available)}.{_suggest(spec.name, available)}",
+                f"unknown reward '{spec.name}'. Allowed: {', '.join(available)}.{suggest(spec.name, available)}",
             )
-        try:
-            reward_registry.get_reward(spec.name, **spec.params)
-        except (TypeError, ValueError) as err:
-            raise RecipeError(source, f"rewards[{i}].params", str(err)) from None
     if recipe.evaluation.reward is not None and recipe.evaluation.reward not in available:
         name = recipe.evaluation.reward
         raise RecipeError(
             source,
             "evaluation.reward",
-            f"unknown reward '{name}'. Allowed: {', '.join(available)}.{_suggest(name, available)}",
+            f"unknown reward '{name}'. Allowed: {', '.join(available)}.{suggest(name, available)}",
         )
+    # Build every reward now, which checks its params; training, evaluation and the audit reuse these.
+    _ = recipe.evaluation_function
+
+
+def _build_reward(source: str, key: str, spec: RewardSpec) -> reward_registry.Reward:
+    """The reward `spec` names, built with its params; a bad param is a RecipeError under `key.params`."""
+    try:
+        return reward_registry.get_reward(spec.name, **spec.params)
+    except reward_registry.InvalidRewardParamsError as err:
+        raise RecipeError(source, join_key(f"{key}.params", err.param), err.problem) from None
 
 
 def _check_dataset(recipe: Recipe, source: str) -> None:
@@ -418,13 +319,11 @@ def _check_dataset(recipe: Recipe, source: str) -> None:
                 source,
                 "dataset.generator.name",
                 f"unknown generator '{spec.generator.name}'. Allowed: {', '.join(names)}."
-                f"{_suggest(spec.generator.name, names)}",
+                f"{suggest(spec.generator.name, names)}",
             )
         generator = GENERATORS[spec.generator.name]
-        try:
-            generator.check_params(spec.generator.params)
-        except (TypeError, ValueError) as err:
-            raise RecipeError(source, "dataset.generator.params", str(err)) from None
+        with _at(source, "dataset.generator.params"):
+            spec.generator.params = generator.check_params(spec.generator.params)
         capacity = generator.capacity(**spec.generator.params)
         if spec.generator.train_size + spec.generator.eval_size > capacity:
             raise RecipeError(
@@ -445,51 +344,54 @@ def _check_dataset(recipe: Recipe, source: str) -> None:
             )
 
 
-def trainer_fields() -> dict[str, dataclasses.Field]:
-    """The keys allowed in a recipe's `trainer` section: the fields of TRL's GRPOConfig."""
+def trainer_fields() -> dict[str, Any]:
+    """The keys allowed in a recipe's `trainer` section, with their annotations: TRL's GRPOConfig fields."""
     from trl import GRPOConfig  # imported here: trl pulls in torch, which plain parsing does not need
 
-    return {f.name: f for f in dataclasses.fields(GRPOConfig) if f.init}
+    return dataclass_fields(GRPOConfig)[0]
 
 
 def _check_trainer(recipe: Recipe, source: str) -> None:
-    fields = trainer_fields()
-    for name, value in list(recipe.trainer.items()):
-        key = f"trainer.{name}"
-        if name not in fields:
-            raise _unknown_key(source, "trainer", name, list(fields), list_all=False)
-        tp = fields[name].type
-        # GRPOConfig annotates with strings under `from __future__ import annotations` in some releases.
-        tp = {"float": float, "int": int, "bool": bool, "str": str}.get(tp, tp) if isinstance(tp, str) else tp
-        if tp is float:
-            recipe.trainer[name] = _as_float(value, source, key)
-        elif tp is int or tp is bool:
-            recipe.trainer[name] = _convert(value, tp, source, key)
+    # Every value against its GRPOConfig annotation, so a mistake names its key here rather than surfacing
+    # from inside GRPOConfig as a bare TypeError. The list of ~190 fields is too long to print.
+    with _at(source):
+        recipe.trainer = check_mapping(recipe.trainer, trainer_fields(), "trainer", list_allowed=False)
 
 
-def check_columns(recipe: Recipe, columns: list[str]) -> None:
-    """Check that the prompt's placeholders and the ground-truth column exist in the dataset's `columns`."""
-    for where, template in (("prompt.user", recipe.prompt.user), ("prompt.system", recipe.prompt.system)):
-        for name in template_placeholders(template or ""):
-            if name not in columns:
-                raise RecipeError(
-                    recipe.source,
-                    where,
-                    f"placeholder {{{name}}} has no matching dataset column. Columns: {', '.join(columns)}."
-                    f"{_suggest(name, columns)}",
-                )
-    if recipe.prompt.solution_column not in columns:
-        name = recipe.prompt.solution_column
-        raise RecipeError(
-            recipe.source,
-            "prompt.solution_column",
-            f"column '{name}' is not in the dataset. Columns: {', '.join(columns)}.{_suggest(name, columns)}",
-        )
+def check_columns(recipe: Recipe, columns: list[str], held_out: bool = False) -> None:
+    """Check that the prompt's placeholders and the ground-truth column exist in the dataset's `columns`.
+
+    `held_out`: `columns` are those of the held-out data (`dataset.eval_path` or `eval_split`), and the
+    error names that data rather than the prompt.
+    """
+    spec = recipe.prompt
+    needed = [
+        (where, name)
+        for where, template in (("prompt.user", spec.user), ("prompt.system", spec.system))
+        for name in template_placeholders(template or "")
+    ] + [("prompt.solution_column", spec.solution_column)]
+    for where, name in needed:
+        if name in columns:
+            continue
+        listing = f"Columns: {', '.join(columns)}.{suggest(name, columns)}"
+        if held_out:
+            key = "dataset.eval_path" if recipe.dataset.eval_path else "dataset.eval_split"
+            problem = f"the held-out data has no column '{name}' ({where} needs it). {listing}"
+        elif where == "prompt.solution_column":
+            key, problem = where, f"column '{name}' is not in the dataset. {listing}"
+        else:
+            key, problem = where, f"placeholder {{{name}}} has no matching dataset column. {listing}"
+        raise RecipeError(recipe.source, key, problem)
 
 
 def parse_recipe(data: Any, source: str, name: str = "recipe", check_trainer: bool = True) -> Recipe:
-    """Validate raw recipe data (a mapping, as read from YAML) and return the `Recipe`."""
-    recipe = _build(Recipe, data, source, "")
+    """Validate raw recipe data (a mapping, as read from YAML) and return the `Recipe`.
+
+    Its rewards are built here (see `Recipe.reward_functions`), and its trainer values checked against
+    GRPOConfig's annotations unless `check_trainer` is false (that imports trl, hence torch).
+    """
+    with _at(source):
+        recipe = check_value(data, Recipe)
     recipe.name, recipe.source = name, source
     _check_dataset(recipe, source)
     _check_prompt(recipe, source)

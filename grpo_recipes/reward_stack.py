@@ -8,35 +8,40 @@ comes out near 1e-8, not 0), so we count them here from the weighted total, and 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
-import rewards
-
-from .recipe import RewardSpec
+from .recipe import Recipe
 
 
 class RewardStack:
-    """Builds one TRL reward function per recipe reward; the last one also logs group statistics.
+    """One TRL reward function per reward, weighted; the last one also logs group statistics.
 
-    >>> stack = RewardStack([RewardSpec(name="numeric_accuracy")])
+    >>> import rewards
+    >>> stack = RewardStack([rewards.get_reward("numeric_accuracy")], weights=[1.0])
     >>> [f.__name__ for f in stack.functions], stack.weights
     (['numeric_accuracy'], [1.0])
     """
 
-    def __init__(self, specs: list[RewardSpec], tolerance: float = 1e-6):
-        self.specs = specs
-        self.weights = [spec.weight for spec in specs]
+    def __init__(
+        self, rewards: list[Callable[..., list[float | None]]], weights: list[float], tolerance: float = 1e-6
+    ):
+        self.weights = weights
         self.tolerance = tolerance
-        self.functions = [
-            _Tracked(self, i, rewards.get_reward(s.name, **s.params)) for i, s in enumerate(specs)
-        ]
+        self.functions = [_Tracked(self, i, reward) for i, reward in enumerate(rewards)]
         self._batch: list[list[float | None]] = []
+
+    @classmethod
+    def for_recipe(cls, recipe: Recipe) -> RewardStack:
+        """The recipe's rewards, the instances `parse_recipe` built and checked, with the recipe's weights."""
+        return cls(recipe.reward_functions, [spec.weight for spec in recipe.rewards])
 
     def record(self, index: int, scores: list[float | None], prompts: Any, log_metric: Any) -> None:
         if index == 0:
             self._batch = []
         self._batch.append(scores)
-        if index == len(self.specs) - 1 and len(self._batch) == len(self.specs) and log_metric is not None:
+        last = len(self.functions) - 1
+        if index == last and len(self._batch) == len(self.functions) and log_metric is not None:
             totals, keys = self.totals(), _prompt_keys(prompts, len(self._batch[0]))
             # Under several processes a group's completions can be split across them: count whole groups.
             # Every process scores its share at the same point of the step, so the gather is safe here.
@@ -59,9 +64,9 @@ class RewardStack:
 class _Tracked:
     """A reward function that reports its scores to its stack; picklable, named like the reward."""
 
-    def __init__(self, stack: RewardStack, index: int, function: Any):
+    def __init__(self, stack: RewardStack, index: int, function: Callable[..., list[float | None]]):
         self.stack, self.index, self.function = stack, index, function
-        self.__name__ = getattr(function, "__name__", stack.specs[index].name)
+        self.__name__ = function.__name__
 
     def __call__(self, completions: list[Any], **kwargs: Any) -> list[float | None]:
         scores = self.function(completions, **kwargs)

@@ -10,13 +10,12 @@ Example:
 
 from __future__ import annotations
 
-import inspect
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
-TIMES = {"×": "×", "*": "*", "x": "x"}
+from rewards.typecheck import FieldError, check_mapping, parameters
 
 
 def _evaluate(operands: list[int], operators: list[str]) -> int:
@@ -42,7 +41,7 @@ def arithmetic(
     min_operand: int = 1,
     max_operand: int = 9,
     operators: str = "+-*",
-    times_symbol: str = "×",
+    times_symbol: Literal["×", "*", "x"] = "×",
     exclude: set[str] | None = None,
 ) -> list[dict[str, Any]]:
     """Arithmetic expressions with operator precedence, like ``2 + 2 × 6`` (answer ``14``).
@@ -95,17 +94,15 @@ def arithmetic_capacity(
 
 
 def _check_arithmetic(params: dict[str, Any]) -> None:
-    ops = params.get("operators", "+-*")
-    if not isinstance(ops, str) or not ops or set(ops) - set("+-*"):
-        raise ValueError(f"operators must be a non-empty string of + - *, got {ops!r}.")
-    if params.get("times_symbol", "×") not in TIMES:
-        raise ValueError(f"times_symbol must be one of {', '.join(TIMES)}.")
-    lo, hi = params.get("min_ops", 1), params.get("max_ops", 2)
-    if not (isinstance(lo, int) and isinstance(hi, int) and 1 <= lo <= hi <= 6):
-        raise ValueError(f"need 1 <= min_ops <= max_ops <= 6, got min_ops={lo}, max_ops={hi}.")
-    a, b = params.get("min_operand", 1), params.get("max_operand", 9)
-    if not (isinstance(a, int) and isinstance(b, int) and 0 <= a <= b):
-        raise ValueError(f"need 0 <= min_operand <= max_operand, got {a}, {b}.")
+    """What the annotations of `arithmetic` cannot say; `params` has every parameter, type-checked."""
+    ops = params["operators"]
+    if not ops or set(ops) - set("+-*"):
+        raise FieldError("operators", f"must be a non-empty string of + - *, got {ops!r}.")
+    lo, hi, a, b = params["min_ops"], params["max_ops"], params["min_operand"], params["max_operand"]
+    if not 1 <= lo <= hi <= 6:
+        raise FieldError("", f"need 1 <= min_ops <= max_ops <= 6, got min_ops={lo}, max_ops={hi}.")
+    if not 0 <= a <= b:
+        raise FieldError("", f"need 0 <= min_operand <= max_operand, got {a}, {b}.")
 
 
 @dataclass(frozen=True)
@@ -115,17 +112,22 @@ class Generator:
     generate_rows: Callable[..., list[dict[str, Any]]]
     columns: tuple[str, ...]
     check: Callable[[dict[str, Any]], None]
+    """Range checks a type cannot say, given every parameter (defaults filled in); raises FieldError."""
     capacity: Callable[..., int]
     """How many distinct rows the params allow."""
 
-    def check_params(self, params: dict[str, Any]) -> None:
-        allowed = [
-            p for p in inspect.signature(self.generate_rows).parameters if p not in ("n", "seed", "exclude")
-        ]
-        for name in params:
-            if name not in allowed:
-                raise ValueError(f"unknown parameter '{name}'. Allowed: {', '.join(allowed)}.")
-        self.check(params)
+    def check_params(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        """`params` checked against the annotations of `generate_rows`, then by `check`; raises FieldError
+        keyed by the parameter.
+
+        >>> GENERATORS["arithmetic"].check_params({"max_ops": "two"})
+        Traceback (most recent call last):
+        rewards.typecheck.FieldError: max_ops: expected an integer, got 'two'.
+        """
+        signature = parameters(self.generate_rows, skip=("n", "seed", "exclude"))
+        checked = check_mapping(params, {name: p.annotation for name, p in signature.items()})
+        self.check({name: p.default for name, p in signature.items()} | checked)
+        return checked
 
     def generate(
         self, n: int, seed: int, exclude: set[str] | None = None, **params: Any

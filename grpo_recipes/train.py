@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import platform
+import re
 import shutil
 import sys
 import time
@@ -24,7 +25,7 @@ import yaml
 
 from .data import load_splits, peek_columns
 from .preflight import preflight
-from .recipe import Recipe, RecipeError, check_columns
+from .recipe import Recipe, RecipeError, check_columns, trainer_fields
 from .report import before_after_table, format_accuracy, plot_reward_curve
 from .reward_stack import RewardStack
 
@@ -80,7 +81,24 @@ def grpo_config(recipe: Recipe, checking: bool = False):
     try:
         return GRPOConfig(**values)
     except (ValueError, TypeError) as err:
-        raise RecipeError(recipe.source, "trainer", str(err).replace("\n", " ")) from None
+        message = str(err).replace("\n", " ")
+        raise RecipeError(recipe.source, _trainer_key(recipe, message), message) from None
+
+
+def _trainer_key(recipe: Recipe, message: str) -> str:
+    """The key a GRPOConfig error is about: a field the message names, one the recipe sets first (TRL's
+    batch checks name `num_generations`, `generation_batch_size`...); else a recipe value it quotes (an
+    enum's "cosin is not a valid SchedulerType"); else the section.
+    """
+
+    def named(word: str) -> bool:
+        return re.search(rf"(?<!\w){re.escape(word)}(?!\w)", message) is not None
+
+    # Field names without "_" ("seed", "project", "debug") are plain words: a message may use them as such.
+    fields = [name for name in trainer_fields() if named(name) and ("_" in name or name in recipe.trainer)]
+    fields.sort(key=lambda name: (name not in recipe.trainer, message.find(name)))
+    quoted = [name for name, value in recipe.trainer.items() if isinstance(value, str) and named(value)]
+    return f"trainer.{(fields + quoted)[0]}" if fields or quoted else "trainer"
 
 
 def batch_arithmetic(config, num_processes: int) -> str:
@@ -99,9 +117,10 @@ def batch_arithmetic(config, num_processes: int) -> str:
 def check(recipe: Recipe, load_data: bool = True, log=print) -> None:
     """Everything short of loading the model: dataset columns, the first prompt, GRPOConfig, batch sizes."""
     config = grpo_config(recipe, checking=True)
-    columns = peek_columns(recipe)
-    if columns is not None:
-        check_columns(recipe, columns)
+    for held_out in (False, True):
+        columns = peek_columns(recipe, held_out)
+        if columns is not None:
+            check_columns(recipe, columns, held_out)
     if load_data:
         try:
             splits = load_splits(recipe)
@@ -277,7 +296,7 @@ def train(recipe: Recipe, resume: bool = True, log=print) -> dict[str, Any]:
             _write_json(saved, results[when])
         rank_log(f"held-out accuracy {when} training: {format_accuracy(results[when])}")
 
-    stack = RewardStack(recipe.rewards)
+    stack = RewardStack.for_recipe(recipe)
     callbacks = [_progress_callback(log, config.max_steps)]
     if evaluate:
         callbacks.append(_before_training_callback(lambda: evaluate_policy("before", reuse_saved=bool(last))))

@@ -15,19 +15,18 @@ annotated parameters with defaults. Registering it is one decorator::
 
 The registry reads parameter names, defaults and annotations from that signature, so
 :func:`get_reward` can reject an unknown parameter or a value of the wrong type with a message that
-names the reward and lists the allowed parameters -- before any model is loaded.
+names the reward and lists the allowed parameters -- before any model is loaded. The values are checked
+(and numbers converted) by :mod:`rewards.typecheck`, the validator every other recipe value goes through.
 """
 
 from __future__ import annotations
 
 import difflib
-import inspect
-import types
-import typing
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Literal, TypeVar
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from rewards.base import Reward
+from rewards.typecheck import FieldError, check_mapping, parameters
 
 
 class _Required:
@@ -54,8 +53,18 @@ class UnknownRewardError(KeyError, ValueError):
 class InvalidRewardParamsError(TypeError, ValueError):
     """Bad parameters for a reward (unknown, missing, wrong type or out of range).
 
-    Subclass of both ``TypeError`` and ``ValueError``: catch either.
+    Subclass of both ``TypeError`` and ``ValueError``: catch either. ``param`` names the parameter
+    (``""`` when the problem is not one parameter's) and ``problem`` says what is wrong, for callers that
+    name the place themselves (a recipe's ``rewards[0].params.<param>``).
     """
+
+    def __init__(self, reward: str, problem: str, param: str = "") -> None:
+        self.reward, self.problem, self.param = reward, problem, param
+        where = f" parameter {param!r}" if param else ""
+        super().__init__(f"reward {reward!r}{where}: {problem}")
+
+    def __reduce__(self) -> tuple[type, tuple[str, str, str]]:  # the default would call __init__(message)
+        return type(self), (self.reward, self.problem, self.param)
 
 
 _REGISTRY: dict[str, type[Reward]] = {}
@@ -121,35 +130,25 @@ def get_reward(name: str, **params: Any) -> Reward:
     cls = reward_class(name)
     signature = _signature(cls)
     allowed = ", ".join(f"{key}={default!r}" for key, (default, _) in signature.items()) or "none"
-    for key, value in params.items():
-        if key not in signature:
-            close = difflib.get_close_matches(key, signature, n=1)
-            hint = f" Did you mean {close[0]!r}?" if close else ""
-            raise InvalidRewardParamsError(
-                f"reward {name!r} has no parameter {key!r}.{hint} Allowed parameters: {allowed}"
-            )
-        annotation = signature[key][1]
-        if not _matches(value, annotation):
-            raise InvalidRewardParamsError(
-                f"reward {name!r}: parameter {key!r} must be {_describe(annotation)}, got {value!r}. "
-                f"Allowed parameters: {allowed}"
-            )
-    missing = [key for key, (default, _) in signature.items() if default is REQUIRED and key not in params]
-    if missing:
+    required = [key for key, (default, _) in signature.items() if default is REQUIRED]
+    try:
+        annotations = {key: annotation for key, (_, annotation) in signature.items()}
+        params = check_mapping(params, annotations, required=required, list_allowed=False)
+    except FieldError as error:
         raise InvalidRewardParamsError(
-            f"reward {name!r} needs parameter(s) {missing}. Allowed parameters: {allowed}"
-        )
+            name, f"{error.problem} Allowed parameters: {allowed}", error.key
+        ) from None
     try:
         return cls(**params)
     except InvalidRewardParamsError:
         raise
     except (TypeError, ValueError) as error:  # range checks inside __init__
-        raise InvalidRewardParamsError(f"reward {name!r}: {error}. Allowed parameters: {allowed}") from error
+        raise InvalidRewardParamsError(name, f"{error}. Allowed parameters: {allowed}") from error
 
 
 def invalid(name: str, message: str) -> InvalidRewardParamsError:
     """An error for a reward's own range checks: ``raise invalid(self.name, "cache_length must be > 0")``."""
-    return InvalidRewardParamsError(f"reward {name!r}: {message}")
+    return InvalidRewardParamsError(name, message)
 
 
 # --- reading and checking signatures ---------------------------------------------------------
@@ -160,54 +159,14 @@ def _signature(cls: type[Reward]) -> dict[str, tuple[Any, Any]]:
     cached = cls.__dict__.get("_signature_cache")
     if cached is not None:
         return cached
-    if cls.__init__ is object.__init__:
-        params: dict[str, tuple[Any, Any]] = {}
-    else:
-        hints = typing.get_type_hints(cls.__init__)
-        params = {}
-        for param in list(inspect.signature(cls.__init__).parameters.values())[1:]:
+    params: dict[str, tuple[Any, Any]] = {}
+    if cls.__init__ is not object.__init__:
+        for param in parameters(cls.__init__).values():
             if param.kind is not param.KEYWORD_ONLY or param.default is param.empty:
                 raise TypeError(
                     f"{cls.__qualname__}.__init__: parameter {param.name!r} must be keyword-only with a "
                     "default (use REQUIRED when there is none)"
                 )
-            params[param.name] = (param.default, hints.get(param.name, Any))
+            params[param.name] = (param.default, param.annotation)
     cls._signature_cache = params
     return params
-
-
-def _matches(value: Any, annotation: Any) -> bool:
-    """Whether ``value`` fits ``annotation`` (the few annotation forms reward params use)."""
-    if annotation is Any:
-        return True
-    origin = typing.get_origin(annotation)
-    if origin is Literal:
-        return value in typing.get_args(annotation)
-    if origin in (typing.Union, types.UnionType):
-        return any(_matches(value, arg) for arg in typing.get_args(annotation))
-    if annotation is type(None):
-        return value is None
-    if annotation is bool:
-        return isinstance(value, bool)
-    if annotation is int:
-        return isinstance(value, int) and not isinstance(value, bool)
-    if annotation is float:  # an int is a fine float (YAML writes 5, not 5.0)
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    if origin in (dict, Mapping) or annotation in (dict, Mapping):
-        return isinstance(value, Mapping)
-    if origin in (list, tuple, Sequence) or annotation in (list, tuple, Sequence):
-        return isinstance(value, (list, tuple))
-    if isinstance(annotation, type):
-        return isinstance(value, annotation)
-    return True
-
-
-def _describe(annotation: Any) -> str:
-    origin = typing.get_origin(annotation)
-    if origin is Literal:
-        return "one of " + ", ".join(repr(arg) for arg in typing.get_args(annotation))
-    if origin in (typing.Union, types.UnionType):
-        return " or ".join(_describe(arg) for arg in typing.get_args(annotation))
-    if annotation is type(None):
-        return "None"
-    return "a " + getattr(annotation, "__name__", str(annotation))

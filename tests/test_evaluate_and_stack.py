@@ -8,7 +8,7 @@ import pytest
 from support import MINIMAL
 
 from grpo_recipes.evaluate import greedy_accuracy, wilson_interval
-from grpo_recipes.recipe import RewardSpec, parse_recipe
+from grpo_recipes.recipe import parse_recipe
 from grpo_recipes.report import before_after_table, plot_reward_curve, reward_series
 from grpo_recipes.reward_stack import RewardStack, zero_variance_fraction
 
@@ -28,9 +28,12 @@ def test_zero_variance_groups_counts_equal_non_zero_rewards():
 
 
 def test_reward_stack_logs_the_weighted_total_per_group():
-    stack = RewardStack(
-        [RewardSpec("numeric_accuracy", weight=1.0), RewardSpec("numeric_accuracy", weight=0.5)]
+    recipe = parse_recipe(
+        {**MINIMAL, "rewards": [{"name": "numeric_accuracy"}, {"name": "numeric_accuracy", "weight": 0.5}]},
+        "x",
+        check_trainer=False,
     )
+    stack = RewardStack.for_recipe(recipe)
     logged = {}
     completions = ["Answer: 4", "Answer: 5", "Answer: 4", "Answer: 4"]
     kwargs = {"solution": ["4"] * 4, "prompts": ["p", "p", "q", "q"], "log_metric": logged.__setitem__}

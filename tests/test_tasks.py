@@ -49,3 +49,24 @@ def test_asking_for_more_problems_than_exist_is_an_error():
 
     with pytest.raises(ValueError, match="only"):
         arithmetic(500, seed=0, max_ops=1, operators="+")
+
+
+def test_params_are_type_checked_from_the_signature_then_range_checked():
+    import pytest
+
+    from rewards.typecheck import FieldError
+
+    gen = GENERATORS["arithmetic"]
+    assert gen.check_params({"max_ops": 3, "times_symbol": "*"}) == {"max_ops": 3, "times_symbol": "*"}
+    for params, message in [
+        ({"max_ops": "two"}, "max_ops: expected an integer, got 'two'."),
+        ({"max_ops": True}, "max_ops: expected an integer, got True."),
+        ({"times_symbol": "·"}, "times_symbol: got '·'; allowed: ×, *, x."),
+        ({"max_opps": 3}, "unknown key 'max_opps'. Allowed: min_ops, max_ops"),
+        ({"min_ops": 3}, "need 1 <= min_ops <= max_ops <= 6, got min_ops=3, max_ops=2."),  # max_ops' default
+        ({"min_operand": 5, "max_operand": 4}, "need 0 <= min_operand <= max_operand, got 5, 4."),
+        ({"operators": "+/"}, "operators: must be a non-empty string of + - *, got '+/'."),
+    ]:
+        with pytest.raises(FieldError) as caught:
+            gen.check_params(params)
+        assert str(caught.value).startswith(message), str(caught.value)
