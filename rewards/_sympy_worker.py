@@ -8,7 +8,7 @@ per line on stdin, one JSON reply per line on stdout.
 * ``{"op": "verify", "gold": "...", "answers": ["...", ...], "soft_timeout": 4.5}``:
   replies ``{"equal": true}`` when every answer is equivalent to the gold, ``{"equal": false}``
   otherwise, ``{"timeout": true}`` when the work overran ``soft_timeout`` seconds, ``{"gold_ok": false}``
-  when the gold itself does not parse.
+  when the gold itself does not parse. With no answers, only the gold is parsed.
 * ``{"op": "stats"}``: replies with counters (how many golds and answers were parsed, ...).
 
 ``soft_timeout`` is enforced here with ``SIGALRM`` (this process is single-threaded, so that works);

@@ -39,7 +39,15 @@ _ANSWER_IS = re.compile(
 )
 # End of a sentence: a period (not a decimal point) or other punctuation.
 _SENTENCE_END = re.compile(r"\.(?!\d)|[;!?](?=\s|$)|\s+(?:because|since|so|which)\b", re.IGNORECASE)
-_LAST_NUMBER = re.compile(r"(?<![\w.])-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:\s*/\s*\d+)?(?![\w])")
+# A number in running text: thousands by comma, (thin) space or LaTeX (1\,000, 1,\!000), decimals (also
+# ".4"), a fraction a/b. A unit may follow it glued ("2.5kg"); a digit may not, nor a dot or comma
+# glued to a digit ("12,34" may be 12.34 or a list: no number is read from it).
+_LAST_NUMBER = re.compile(
+    r"(?<![\w.,!])(?<!\\,)(?P<sign>[-−–]?)(?:\\?\$|[€£¥₹])?(?=\.?\d)"
+    r"(?P<number>(?:\d{1,3}(?:(?:,\\!|,|\\,|[ \u00a0\u2009\u202f])\d{3})+(?![\d,])|\d+)?"
+    r"(?:\.\d+)?(?:\s*/\s*\d+)?)(?![\d.,]\d|\d|\\[,!])"
+)
+_SEPARATORS = re.compile(r"\\!|\\,|[ \u00a0\u2009\u202f]")
 
 
 def _matching_braces(text: str) -> dict[int, int]:
@@ -153,11 +161,18 @@ def find_answer_is(text: str) -> list[str]:
 def find_last_number(text: str) -> list[str]:
     """The last number written in ``text`` (as a one-element list), or ``[]``.
 
-    >>> find_last_number("2 + 2 * 6 = 14.")
-    ['14']
+    >>> find_last_number("2 + 2 * 6 = 14."), find_last_number("It weighs 2.5kg."), find_last_number("is .4")
+    (['14'], ['2.5'], ['.4'])
+    >>> find_last_number("1,000.99m² in all"), find_last_number("costs 1 000 euros"), find_last_number("32, 349")
+    (['1,000.99'], ['1000'], ['349'])
+    >>> find_last_number("a loss of -$5"), find_last_number("it is −3")
+    (['-5'], ['-3'])
     """
-    numbers = _LAST_NUMBER.findall(text)
-    return numbers[-1:]
+    matches = list(_LAST_NUMBER.finditer(text))
+    if not matches:
+        return []
+    sign, number = matches[-1].group("sign", "number")
+    return [("-" if sign else "") + _SEPARATORS.sub("", number)]
 
 
 _FINDERS = {

@@ -1,16 +1,21 @@
-"""Pure-Python normalisation of LaTeX answers, so that most comparisons never need sympy.
+r"""Pure-Python normalisation of LaTeX answers: only rewrites that never change what an answer means.
 
-A reward model sees the same answer written many ways: ``\\dfrac{1}{2}``, ``\\frac12``, ``\\left( 3,
-\\frac{\\pi}{2} \\right)``, ``30^\\circ``, ``\\text{(C)}``, ``x = 5``. Two functions:
+A reward model sees the same answer written many ways: ``\dfrac{1}{2}``, ``\frac12``, ``\left( 3,
+\frac{\pi}{2} \right)``, ``30^\circ``, ``$7$``. Two functions:
 
-* :func:`repair_latex` fixes only shorthand that math-verify's parser misreads (``\\frac43``,
-  ``\\frac 59``, ``\\sqrt2``, ``\\dfrac``). Its output is what is sent to the sympy worker, which does
-  its own, more thorough normalisation (units, ``\\text``, ...).
-* :func:`canonical_answer` goes further (drops spacing, ``\\left``/``\\right``, degrees, percent signs,
-  ``\\text{}`` wrappers, an ``x =`` prefix) to give a canonical string: two answers with equal
-  canonical strings are equivalent, which decides the common case in microseconds.
-  :func:`strip_text_blocks` removes ``\\text{...}`` blocks altogether, to read ``5.4 \\text{ cents}``
-  as the number 5.4.
+* :func:`repair_latex` fixes only shorthand that math-verify's parser misreads (``\frac43``,
+  ``\frac 59``, ``\sqrt2``, ``\dfrac``). Its output is what the sympy worker parses.
+* :func:`canonical_answer` also drops what never carries meaning -- math delimiters, ``\boxed{}``
+  wrappers, ``\left``/``\right``, spacing commands, dollar signs -- to give a
+  canonical string: two answers with equal canonical strings are equivalent to math-verify too,
+  which decides the common "same answer, other spacing" case in microseconds.
+
+What is deliberately *kept*, because removing it could make two different answers look alike:
+whitespace next to a letter, digit, comma or dot (``6 8`` is not ``68``, ``1 000`` is not 1000,
+``32, 349`` is a pair where ``32,349`` is a number, ``4 . 5`` is not 4.5), ``\!`` (``10,\!080``
+is a number), degree signs (``58,500^\circ`` is not ``58,500``), percent signs (``10\%`` is also
+0.1 to math-verify), ``\text{}`` blocks (units or words), and trailing punctuation. Each of these
+was found to change math-verify's reading (tests/rewards/test_reward_agreement.py).
 
 Everything here is a fixed sequence of linear regex substitutions over a length-capped string.
 """
@@ -21,10 +26,6 @@ import re
 
 #: Longest answer (in characters) these functions normalise; longer input is returned stripped only.
 MAX_ANSWER_CHARS = 2000
-
-_TEXT_COMMANDS = (
-    r"text|textbf|textit|textrm|textsf|texttt|textnormal|mathrm|mathbf|mathit|mbox|hbox|operatorname"
-)
 
 # Shorthand repairs, applied first (order matters: \dfrac -> \frac before the \frac rules).
 _REPAIRS = [
@@ -41,27 +42,26 @@ _REPAIRS = [
 
 _WRAPPERS = re.compile(r"^\\(?:boxed|fbox)\s*\{(.*)\}$", re.DOTALL)
 _MATH_DELIMITERS = re.compile(r"^(?:\$\$?|\\\(|\\\[)(.*?)(?:\$\$?|\\\)|\\\])$", re.DOTALL)
-_TEXT_BLOCK = re.compile(rf"\\(?:{_TEXT_COMMANDS})\s*\{{([^{{}}]*)\}}")
 
 _CANONICAL_RULES = [
     (re.compile(r"\\(?:left|right|bigl|bigr|Bigl|Bigr|big|Big|middle)(?![a-zA-Z])"), ""),
-    # Spacing commands go; a matrix row break (two backslashes, often then a space) must survive.
-    (re.compile(r"(\\\\)|\\(?:displaystyle|textstyle|quad|qquad)(?![a-zA-Z])|\\[,;:! ]|~"), r"\1"),
-    (re.compile(r"\^\s*\{\s*\\circ\s*\}|\^\s*\\circ|\\circ|°|\\degree"), ""),  # degrees
-    (re.compile(r"\\%|%|\\\$|\$"), ""),  # percent, dollars
+    # Spacing commands become plain spaces; a matrix row break (two backslashes) must survive, and
+    # "\!" stays: math-verify reads "10,\!080" as a number and "10, 080" as a pair.
+    (re.compile(r"(\\\\)|\\(?:displaystyle|textstyle|quad|qquad)(?![a-zA-Z])|\\[,;: ]|~"), r"\1 "),
+    (re.compile(r"\\\$|\$"), ""),  # dollars
+    (re.compile(r"(?<!\\)%"), r"\\%"),  # one spelling of percent
     (re.compile(r"\\le(?![a-zA-Z])"), r"\\leq"),
     (re.compile(r"\\ge(?![a-zA-Z])"), r"\\geq"),
     (re.compile(r"\\ne(?![a-zA-Z])"), r"\\neq"),
-    (re.compile(r"\{,\}"), ","),
-    (re.compile(r"\s+"), ""),
     (re.compile(r"([\^_])\{(\w)\}"), r"\1\2"),  # x^{2} -> x^2
-    (re.compile(r"[.,;]+$"), ""),  # trailing sentence punctuation
+    # Whitespace: one space between two letters, digits, commas, dots or "\!" ("6 8", "32, 349",
+    # "4 . 5", "10, \!080" all differ from their spaceless forms to math-verify); none elsewhere.
+    (re.compile(r"\s+"), " "),
+    (re.compile(r"(?<![\w.,!]) | (?![\w.,\\])|(?<!,) (?=\\)"), ""),
+    # TeX ends a command name at the space after it: "\cup (" is "\cup(" (but "\pi r" is not "\pir").
+    (re.compile(r"(\\[a-zA-Z]+) (?![a-zA-Z])"), r"\1"),
+    (re.compile(r"^ | $"), ""),
 ]
-# "x = 5", "k=-3", "\theta = 30": a single variable on the left of the only "=".
-_ASSIGNMENT = re.compile(r"^(?:[a-zA-Z]|\\[a-zA-Z]+)(?:_\w|_\{\w+\})?=(?P<value>[^=]+)$")
-# "x \in [-2, 7]": the set is the answer.
-_MEMBERSHIP = re.compile(r"^(?:[a-zA-Z]|\\[a-zA-Z]+)\\in(?=[(\[]|\\\{)")
-_CHOICE = re.compile(r"^\(?([A-Ea-e])\)$|^([A-E])$")
 
 
 def repair_latex(answer: str) -> str:
@@ -110,37 +110,15 @@ def canonical_answer(answer: str) -> str:
     r"""A canonical string for ``answer``: equal canonical strings mean equivalent answers.
 
     >>> canonical_answer(r"\left( 3, \dfrac{\pi}{2} \right)")
-    '(3,\\frac{\\pi}{2})'
-    >>> canonical_answer(r"$x = 30^\circ$."), canonical_answer(r"\text{(C)}"), canonical_answer(r"\boxed{\boxed{7}}")
-    ('30', 'C', '7')
+    '(3, \\frac{\\pi}{2})'
+    >>> canonical_answer(r"$\$30$"), canonical_answer(r"\boxed{\boxed{7}}"), canonical_answer("x = 5")
+    ('30', '7', 'x=5')
+    >>> canonical_answer("6 8"), canonical_answer("32, 349"), canonical_answer("1\\,000")
+    ('6 8', '32, 349', '1 000')
     """
     answer = _unwrap(repair_latex(answer))
     if len(answer) > MAX_ANSWER_CHARS:
         return answer
-    for _ in range(5):  # \text{} may nest (\text{\textbf{A}}); a few rounds suffice
-        unwrapped = _TEXT_BLOCK.sub(r"\1", answer)
-        if unwrapped == answer:
-            break
-        answer = unwrapped
     for pattern, replacement in _CANONICAL_RULES:
         answer = pattern.sub(replacement, answer)
-    answer = _MEMBERSHIP.sub("", answer)
-    assignment = _ASSIGNMENT.match(answer)
-    if assignment:
-        answer = assignment.group("value")
-    choice = _CHOICE.match(answer)
-    if choice:
-        answer = (choice.group(1) or choice.group(2)).upper()
     return answer
-
-
-def strip_text_blocks(answer: str) -> str:
-    r"""``answer`` without its ``\text{...}`` blocks (units, words), then canonicalised.
-
-    >>> strip_text_blocks(r"5.4 \text{ cents}"), strip_text_blocks(r"\$18.90")
-    ('5.4', '18.90')
-    """
-    answer = _unwrap(repair_latex(answer))
-    if len(answer) > MAX_ANSWER_CHARS:
-        return answer
-    return canonical_answer(_TEXT_BLOCK.sub(" ", answer))

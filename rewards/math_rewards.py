@@ -1,29 +1,30 @@
 r"""``math_accuracy``: is the completion's final answer equivalent to the gold (MATH-style LaTeX)?
 
-Pipeline, cheapest first:
+The verdict is math-verify's. A pure-Python fast path answers first, but only where it is certain to
+give math-verify's verdict; everything else goes to math-verify in a worker process.
 
 1. **Gold** (``solution`` column): a bare answer (``\frac{1}{3}``), a full solution (its last
    ``\boxed{}``) or GSM8K form (after ``####``). Prepared once per distinct gold string
    (:func:`prepare_gold` is an LRU cache), so a group of G completions sharing a prompt parses it once.
+   A gold that math-verify cannot parse scores ``None`` (no verdict) for every completion, never 0:
+   an unscorable row must not train toward "everything is wrong".
 2. **Answer**: every ``\boxed{}`` of the completion (or every ``<answer>`` block with
    ``answer_format="answer_tag"``; a box inside the block is taken). Several answers that are not
    all equivalent to the gold score 0 -- hedging with two different answers is not rewarded.
-3. **Fast path**, in-process, pure Python (:func:`fast_verdict`), deciding only when certain:
+3. **Fast path** (:func:`fast_verdict`), in-process, two rules only:
 
-   * equal canonical strings (:func:`rewards.latex_normalize.canonical_answer`) are equal;
-   * plain numbers compare exactly as fractions (``1,000`` = ``1000``, ``\frac{1}{2}`` = ``0.5``);
-   * constants and expressions are evaluated numerically (:mod:`rewards.latex_eval`): values that
-     differ prove the answers differ; equal values prove equality only for constants;
-   * one value is never equal to a tuple, interval, set or matrix; a word only to the same word.
+   * equal canonical strings (:func:`rewards.latex_normalize.canonical_answer`, which only drops
+     what never carries meaning) are equal;
+   * two *plain numbers* (:func:`rewards.number_parsing.plain_number`: ``-3``, ``1,000``, ``0.5``,
+     ``3/4``, ``\frac{3}{4}``, optionally after ``x =``) compare as math-verify compares them:
+     exactly when both are integers or fractions; rounded to 6 decimal places when one is a decimal,
+     which the fast path settles only when the values are equal or more than 10^-6 apart.
 
-4. **Slow path**: math-verify in a worker subprocess (:mod:`rewards.sandbox`), with a hard
+4. **Slow path**: math-verify in a worker process (:mod:`rewards.sandbox`), with a hard
    ``timeout_seconds`` per completion; verdicts are cached per (gold, answers).
 
-On MATH-500 the fast path decides every ``\boxed{<answer>}`` completion and about 93% of wrong
-ones (another problem's answer); checked against math-verify on ~5,000 decided pairs it agrees on
-all but one deliberate difference: ``x = 2`` and ``y = 2`` are both read as the value 2 here.
-
-``None`` is returned only when the gold has no answer at all (empty, or ``\boxed{}``).
+``tests/rewards/test_reward_agreement.py`` checks the fast path against math-verify on every MATH-500
+and GSM8K gold with a set of perturbed answers each.
 """
 
 from __future__ import annotations
@@ -38,22 +39,22 @@ from typing import Literal
 
 from rewards.base import LogExtra, Reward, Sample
 from rewards.extract import find_answer_tags, find_boxed, find_gsm8k_answers
-from rewards.latex_eval import evaluate, is_collection
-from rewards.latex_normalize import MAX_ANSWER_CHARS, canonical_answer, repair_latex, strip_text_blocks
-from rewards.number_parsing import strict_number
+from rewards.latex_normalize import MAX_ANSWER_CHARS, canonical_answer, repair_latex
+from rewards.number_parsing import PlainNumber, plain_number
 from rewards.registry import invalid, register
 from rewards.sandbox import POOL, Job
 
 #: A completion with more distinct final answers than this scores 0 without further checks.
 MAX_DISTINCT_ANSWERS = 4
-#: Float comparisons of constants: equal within EQUAL_TOLERANCE, different beyond DIFFERENT_TOLERANCE
-#: (relative to max(1, |values|)); in between, sympy decides (math-verify rounds to 6 decimals).
-EQUAL_TOLERANCE = 1e-12
-DIFFERENT_TOLERANCE = 1e-6
-_NOT_PLAIN = ("%", "circ", "°", "\\text", "\\mbox", "\\operatorname")
-_TRAILING_LETTERS = re.compile(r"[A-Za-z][\s.]*$")
-_WORD = re.compile(r"[A-Za-z]{3,}")
-_NOT_WORDS = frozenset({"inf", "infty", "infinity", "undefined", "none"})
+#: math-verify compares a decimal with another number rounded to 6 places: values further apart than
+#: this always differ, closer ones may be "equal" (1/3 and 0.333333).
+DECIMAL_RESOLUTION = Fraction(1, 10**6)
+#: math-verify reads decimals as floats of 15 significant digits; longer ones are left to it.
+MAX_DECIMAL_DIGITS = 15
+# "x = 5", "k=-3", "y_1 = 2": a variable on the left of the only "=". Not e or i, which math-verify
+# reads as constants.
+# The value may not hold a comma: math-verify reads "x = 58,500" as something else than 58500.
+_ASSIGNMENT = re.compile(r"^(?P<variable>[a-df-hj-zA-DF-HJ-Z](?:_\w|_\{\w+\})?) ?= ?(?P<value>[^=,]+)$")
 
 
 @dataclass(frozen=True)
@@ -66,54 +67,31 @@ class MathAnswer:
     """Shorthand-repaired LaTeX, what the sympy worker parses."""
     canonical: str
     """Canonical form: equal canonical forms are equivalent answers."""
-    number: Fraction | None
-    """The exact value when the answer is a plain number (units in ``\\text{}`` ignored)."""
-    exact: bool
-    """Whether ``number`` is an integer or fraction as written (no decimals, percent or units), so
-    that two unequal exact numbers are certainly different answers."""
-    percent: bool
-    """Whether the answer is written as a percentage (``10\\%`` may mean 10 or 0.1 to graders)."""
-    value: complex | None
-    """The value at a fixed generic point (:func:`rewards.latex_eval.evaluate`), when computable."""
-    has_variables: bool
-    """Whether ``value`` depends on variables (then equal values prove nothing)."""
-    collection: bool
-    """Whether the answer holds several values (tuple, interval, set, matrix): never equal to one value."""
-    word: bool
-    """Whether the answer is a word (``\\text{Evelyn}``, ``east``): equal only to the same word."""
+    variable: str | None
+    """The variable of an assignment (``x`` in ``x = 5``), else None."""
+    number: PlainNumber | None
+    """The value when the answer (after any assignment) is a plain number."""
 
 
 @lru_cache(maxsize=8192)
 def prepare_answer(text: str) -> MathAnswer:
     r"""Prepare an answer string for comparison (cached: answers repeat within a group).
 
-    >>> prepare_answer(r"\dfrac{1}{2}").number, prepare_answer(r"5.4 \text{ cents}").number
-    (Fraction(1, 2), Fraction(27, 5))
+    >>> prepare_answer(r"\dfrac{1}{2}").number.value, prepare_answer("x = 1000").number.value
+    (Fraction(1, 2), Fraction(1000, 1))
+    >>> prepare_answer(r"5.4 \text{ cents}").number, prepare_answer("x = 1,000").number  # math-verify decides
+    (None, None)
     """
     text = text.strip()
     canonical = canonical_answer(text)
-    number = strict_number(canonical)
-    exact = number is not None and not any(mark in text for mark in (".", "%", "\\text", "\\mbox"))
-    if number is None:
-        number = strict_number(strip_text_blocks(text))
-    # Percent signs, degrees and \text{} were dropped from the canonical form, and math-verify gives
-    # them meanings (10% is also 0.1), so such answers are not evaluated here.
-    evaluation = None if any(mark in text for mark in _NOT_PLAIN) else evaluate(canonical)
-    if evaluation is not None and evaluation.has_variables and _TRAILING_LETTERS.search(text):
-        evaluation = None  # graders drop a trailing unit ("3c", "5 m"): is it a variable or a unit?
+    assignment = _ASSIGNMENT.match(canonical)
+    value = assignment.group("value") if assignment else canonical
     return MathAnswer(
         text=text,
         latex=repair_latex(text),
         canonical=canonical,
-        number=number,
-        exact=exact,
-        percent="%" in text or "percent" in text,
-        value=evaluation.value if evaluation else None,
-        has_variables=evaluation.has_variables if evaluation else False,
-        collection=number is None and is_collection(canonical),
-        # A word, or a letter given as text (a multiple-choice \text{(C)}), names no number.
-        word=(bool(_WORD.fullmatch(canonical)) and canonical.lower() not in _NOT_WORDS)
-        or ("\\text" in text and canonical.isalpha()),
+        variable=assignment.group("variable") if assignment else None,
+        number=plain_number(value),
     )
 
 
@@ -146,49 +124,30 @@ def prepare_gold(solution: str) -> MathAnswer | None:
 
 
 def fast_verdict(gold: MathAnswer, answer: MathAnswer) -> bool | None:
-    r"""Decide equivalence without sympy when that is certain; ``None`` means "ask sympy".
+    r"""math-verify's verdict where it is certain without sympy; ``None`` means "ask math-verify".
 
     >>> g = prepare_answer(r"\frac{1}{2}")
     >>> fast_verdict(g, prepare_answer("0.5")), fast_verdict(g, prepare_answer(r"\frac{2}{3}"))
     (True, False)
-    >>> fast_verdict(g, prepare_answer(r"\frac{\sqrt{2}}{2}")), fast_verdict(g, prepare_answer("(1, 2)"))
-    (False, False)
-    >>> fast_verdict(g, prepare_answer(r"\sin(\pi/6)")) is None
+    >>> fast_verdict(g, prepare_answer("0.5000001")), fast_verdict(g, prepare_answer(r"\sin(\pi/6)"))
+    (None, None)
+    >>> fast_verdict(prepare_answer(r"6 \text{ and } 8"), prepare_answer("68")) is None
     True
     """
-    if gold.canonical and gold.canonical == answer.canonical:
+    if gold.canonical == answer.canonical:
         return True
-    if gold.number is not None and answer.number is not None:
-        if gold.number == answer.number:
-            return True
-        if gold.exact and answer.exact:
-            return False
-        # Decimals: math-verify rounds to 6 places, and reads 10% as 10 or 0.1; beyond that, different.
-        scale = max(1, abs(gold.number), abs(answer.number))
-        if (
-            not (gold.percent or answer.percent)
-            and abs(gold.number - answer.number) > DIFFERENT_TOLERANCE * scale
-        ):
-            return False
-    if gold.value is not None and answer.value is not None:
-        scale = max(1.0, abs(gold.value), abs(answer.value))
-        difference = abs(gold.value - answer.value)
-        if difference > DIFFERENT_TOLERANCE * scale:
-            return False  # differ at one point, so differ as expressions
-        if difference <= EQUAL_TOLERANCE * scale and not (gold.has_variables or answer.has_variables):
-            return True
+    if gold.number is None or answer.number is None:
         return None
-    gold_single = gold.value is not None or gold.number is not None
-    answer_single = answer.value is not None or answer.number is not None
-    if (gold_single and answer.collection) or (answer_single and gold.collection):
-        return False  # one value against several
-    if gold.word and answer.word:
-        return gold.canonical.lower() == answer.canonical.lower()
-    if (gold.word and answer_single and not answer.has_variables) or (
-        answer.word and gold_single and not gold.has_variables
-    ):
-        return False  # a word is not a number
-    return None
+    if gold.variable and answer.variable and gold.variable != answer.variable:
+        return None  # x = 2 against y = 2: math-verify compares the relations
+    difference = abs(gold.number.value - answer.number.value)
+    if not (gold.number.decimal or answer.number.decimal):
+        return difference == 0  # integers and fractions: exact
+    if max(gold.number.digits, answer.number.digits) > MAX_DECIMAL_DIGITS:
+        return None
+    if difference == 0:
+        return True
+    return False if difference > DECIMAL_RESOLUTION else None
 
 
 class _VerdictCache:
@@ -273,15 +232,21 @@ class MathAccuracy(Reward):
         gold_texts: list[str] = []
         answer_texts: list[str] = []
         pending: dict[Job, list[int]] = {}  # sympy questions, each asked once per batch
-        for index, sample in enumerate(samples):
-            solution = sample.columns.get("solution")
-            gold = prepare_gold(str(solution)) if solution is not None else None
+        golds = [
+            prepare_gold(str(sample.columns["solution"]))
+            if sample.columns.get("solution") is not None
+            else None
+            for sample in samples
+        ]
+        parses = self._golds_parse({gold for gold in golds if gold is not None})
+        for index, (sample, gold) in enumerate(zip(samples, golds, strict=True)):
             answers = self.answers(sample.text)
-            gold_texts.append(gold.text if gold else "[no gold answer]")
             answer_texts.append(" | ".join(answers)[:500] if answers else "[no answer]")
-            if gold is None:
+            if gold is None or not parses[gold]:
+                gold_texts.append("[no gold answer]" if gold is None else f"[unparseable gold] {gold.text}")
                 scores[index] = None
                 continue
+            gold_texts.append(gold.text)
             verdict = self._decide(gold, answers)
             if isinstance(verdict, Job):
                 pending.setdefault(verdict, []).append(index)
@@ -297,11 +262,26 @@ class MathAccuracy(Reward):
                     for index in pending[job]:
                         answer_texts[index] = "[timeout] " + answer_texts[index]
                 for index in pending[job]:
-                    scores[index] = 1.0 if outcome == "equal" else 0.0
+                    scores[index] = None if outcome == "no_gold" else 1.0 if outcome == "equal" else 0.0
         if log_extra is not None:
             log_extra(f"{self.name}/gold", gold_texts)
             log_extra(f"{self.name}/answer", answer_texts)
         return scores
+
+    def _golds_parse(self, golds: set[MathAnswer]) -> dict[MathAnswer, bool]:
+        """Whether math-verify parses each gold: asked once per gold that is not a plain number (cached)."""
+        status = {
+            gold: True if gold.number is not None else VERDICTS.get(Job(gold.latex, ())) for gold in golds
+        }
+        unknown = [gold for gold, parses in status.items() if parses is None]
+        if unknown:
+            jobs = [Job(gold.latex, ()) for gold in unknown]
+            outcomes = POOL.run(jobs, timeout=self.timeout_seconds, workers=self.num_workers)
+            for gold, job, outcome in zip(unknown, jobs, outcomes, strict=True):
+                if outcome in ("equal", "no_gold"):
+                    VERDICTS.put(job, outcome == "equal")
+                status[gold] = outcome != "no_gold"  # a timeout here is retried with the answers
+        return status
 
     def _decide(self, gold: MathAnswer, answers: list[str]) -> float | Job:
         """A score when the fast path (or the verdict cache) decides; otherwise the sympy job to run."""

@@ -5,9 +5,9 @@ Two readers, for two situations:
 * :func:`parse_number` is *lenient*: it accepts the decorations people and small models put around a
   number (``$1,234.50``, ``50%``, ``18 dollars``, ``x = 5``, ``\\frac{3}{4}``, ``**18**``) as long as the
   string holds exactly one number and no arithmetic around it. GSM8K-style and arithmetic rewards use it.
-* :func:`strict_number` accepts only a string that *is* a number (``-3``, ``1,000``, ``0.5``, ``3/4``,
-  ``\\frac{3}{4}``). The math reward's fast path uses it, because there ``5x`` or ``2^{10}`` must not be
-  read as ``5`` or ``2``.
+* :func:`plain_number` accepts only a string that *is* a number, spelt without ambiguity (``-3``,
+  ``1,000``, ``0.5``, ``3/4``, ``\\frac{3}{4}``). The math reward's fast path uses it: there ``5x``,
+  ``2^{10}`` or ``32, 349`` must never be read as a number.
 
 Both return a :class:`fractions.Fraction`, so ``14.0 == 14`` and ``0.5 == 1/2`` compare exactly.
 :func:`normalize_number` turns the lenient reading into one canonical string.
@@ -19,6 +19,7 @@ Model output is untrusted: inputs are length-capped and no number may have more 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from fractions import Fraction
 
 #: Longest string either reader looks at; longer strings are not "a short answer".
@@ -33,7 +34,9 @@ _NUMBER_TOKEN = re.compile(
     r"""
     (?<![\w.])                                  # not glued to a word or a decimal point on the left
     (?P<sign>[-+]?)
-    (?P<int>\d{1,3}(?:,\d{3})+|\d+)?            # 1,234 or 1234 (may be absent: ".5")
+    (?P<int>\d{1,3}(?:,\d{3})+(?![\d,])          # 1,234
+      |\d{1,3}(?:[ \u00a0\u2009\u202f]\d{3})+(?!\d)  # 1 234 (space or thin space)
+      |\d+)?                                   # 1234 (may be absent: ".5")
     (?P<frac>\.\d+)?                            # .5
     (?:\s*/\s*(?P<den>\d+))?                    # /4 (a plain fraction 3/4)
     (?![\w]|\.\d)                               # not glued to a word on the right
@@ -62,23 +65,36 @@ _OPERATORS = re.compile(r"[-+*/^_=<>×÷\\{}|]")
 # A leading "x =", "n:" or "answer =" (the value is what follows).
 _ASSIGNMENT = re.compile(r"^.*=\s*")
 
-# What strict_number accepts, once whitespace is removed.
-_STRICT = re.compile(
+# What plain_number accepts: a whole string that is one number in a spelling math-verify reads the
+# same way (checked by tests/rewards/test_reward_agreement.py). No whitespace inside: "32, 349" is a
+# pair and "1 000" is 1*000 to math-verify, so neither is a plain number.
+_PLAIN = re.compile(
     r"""
     (?P<sign>[-+]?)
     (?:
-        \\[dt]?frac\{(?P<fnum>\d+)\}\{(?P<fden>\d+)\}   # \frac{3}{4}
-      | \\[dt]?frac(?P<snum>\d)(?P<sden>\d)             # \frac34
-      | (?P<int>\d{1,3}(?:,\d{3})+|\d+)?(?P<dec>\.\d+)?(?:/(?P<den>\d+))?
+        \\frac\{(?P<fsign>-?)(?P<fnum>\d+)\}\{(?P<fden>\d+)\}   # \frac{3}{4}, \frac{-3}{4}
+      | (?P<num>\d+)/(?P<den>\d+)                              # 3/4
+      | (?P<int>[1-9]\d{0,2}(?:,\d{3})+|\d+)?(?P<dec>\.\d+)?    # 1,234  1234  0.5  .5  1,234.5
     )
     """,
     re.VERBOSE,
 )
 
 
+@dataclass(frozen=True)
+class PlainNumber:
+    """A number read from a string that is nothing but that number."""
+
+    value: Fraction
+    decimal: bool
+    """Written with a decimal point (math-verify then compares rounded to 6 places, not exactly)."""
+    digits: int
+    """How many digits were written (math-verify reads decimals as 15-digit floats)."""
+
+
 def _to_fraction(sign: str, integer: str | None, decimals: str | None, den: str | None) -> Fraction | None:
     """Build a Fraction from regex groups, refusing absurdly long digit strings."""
-    integer = (integer or "").replace(",", "")
+    integer = re.sub(r"[,\s]", "", integer or "")
     decimals = decimals or ""
     if not integer and not decimals:
         return None
@@ -106,6 +122,8 @@ def parse_number(text: str) -> Fraction | None:
     (Fraction(3, 4), Fraction(-3, 1), Fraction(50, 1))
     >>> parse_number("x^2") is None, parse_number("18 or 20") is None, parse_number("5x") is None
     (True, True, True)
+    >>> parse_number("1 000 000"), parse_number("32, 349") is None, parse_number("2.5kg") is None
+    (Fraction(1000000, 1), True, True)
     """
     if not isinstance(text, str) or len(text) > MAX_CHARS:
         return None
@@ -122,25 +140,35 @@ def parse_number(text: str) -> Fraction | None:
     return _to_fraction(token.group("sign"), token.group("int"), token.group("frac"), token.group("den"))
 
 
-def strict_number(text: str) -> Fraction | None:
-    """Read ``text`` as a number only if the whole string is one (whitespace aside).
+def plain_number(text: str) -> PlainNumber | None:
+    """Read ``text`` as a number only if the whole string is one, spelt without ambiguity.
 
-    >>> strict_number("1,000"), strict_number(r"\\frac{1}{2}"), strict_number("-0.25")
+    Accepted: a sign, digits with optional comma thousands separators (``1,234``: groups of exactly
+    three, no space, not after a leading 0: math-verify reads ``0,125`` as 0.125), decimals (``0.5``, ``.5``), ``a/b`` and ``\\frac{a}{b}`` of integers.
+
+    >>> plain_number("1,000").value, plain_number(r"\\frac{1}{2}").value, plain_number("-.25").value
     (Fraction(1000, 1), Fraction(1, 2), Fraction(-1, 4))
-    >>> strict_number("5x") is None, strict_number("2^{10}") is None
-    (True, True)
+    >>> [plain_number(text) for text in ("5x", "2^{10}", "32, 349", "12,34", "1 000", "3.")]
+    [None, None, None, None, None, None]
+    >>> plain_number("0,125") is None
+    True
     """
     if not isinstance(text, str) or len(text) > MAX_CHARS:
         return None
-    match = _STRICT.fullmatch("".join(text.split()))
+    match = _PLAIN.fullmatch(text)
     if match is None:
         return None
     sign = match.group("sign")
     if match.group("fnum") is not None:
-        return _to_fraction(sign, match.group("fnum"), None, match.group("fden"))
-    if match.group("snum") is not None:
-        return _to_fraction(sign, match.group("snum"), None, match.group("sden"))
-    return _to_fraction(sign, match.group("int"), match.group("dec"), match.group("den"))
+        sign = "-" if (sign == "-") != (match.group("fsign") == "-") else ""
+        value = _to_fraction(sign, match.group("fnum"), None, match.group("fden"))
+    elif match.group("num") is not None:
+        value = _to_fraction(sign, match.group("num"), None, match.group("den"))
+    else:
+        value = _to_fraction(sign, match.group("int"), match.group("dec"), None)
+    if value is None:
+        return None
+    return PlainNumber(value, decimal=match.group("dec") is not None, digits=sum(c.isdigit() for c in text))
 
 
 def format_number(value: Fraction) -> str:

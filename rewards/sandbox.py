@@ -39,7 +39,7 @@ STARTUP_TIMEOUT_SECONDS = 60.0
 #: A worker is recycled after this many requests, so sympy's caches cannot grow for a whole run.
 MAX_REQUESTS_PER_WORKER = 20_000
 
-Outcome = Literal["equal", "different", "timeout", "error"]
+Outcome = Literal["equal", "different", "no_gold", "timeout", "error"]
 
 
 class WorkerUnavailableError(RewardSetupError):
@@ -48,7 +48,10 @@ class WorkerUnavailableError(RewardSetupError):
 
 @dataclass(frozen=True)
 class Job:
-    """One question for a worker: is every answer equivalent to the gold? (LaTeX strings)"""
+    """One question for a worker: is every answer equivalent to the gold? (LaTeX strings)
+
+    With no answers, the question is whether math-verify parses the gold at all.
+    """
 
     gold: str
     answers: tuple[str, ...]
@@ -269,6 +272,8 @@ class VerifierPool:
         if reply.get("timeout"):
             self._count("timeouts")
             return "timeout"
+        if reply.get("gold_ok") is False:
+            return "no_gold"
         return "equal" if reply.get("equal") else "different"
 
     def worker_stats(self) -> list[dict]:

@@ -29,7 +29,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import rewards
-from rewards.math_rewards import VERDICTS, prepare_answer, prepare_gold
+from rewards.math_rewards import VERDICTS, fast_verdict, prepare_answer, prepare_gold
 from rewards.number_parsing import format_number, parse_number
 from rewards.numeric_rewards import parse_gold_number
 
@@ -79,8 +79,8 @@ def math_groups(rows: list[dict], group_size: int) -> list[tuple[list[str], list
         other = next(
             rows[(index + k) % len(rows)]["answer"]
             for k in range(1, len(rows))
-            if prepare_answer(rows[(index + k) % len(rows)]["answer"]).canonical
-            != prepare_answer(answer).canonical
+            if fast_verdict(prepare_answer(rows[(index + k) % len(rows)]["answer"]), prepare_answer(answer))
+            is not True
         )
         styles = [
             f"The answer is $\\boxed{{{answer}}}$.",

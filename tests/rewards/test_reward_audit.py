@@ -7,7 +7,7 @@ column (TRL's accuracy_reward gives 492: it misparses ``\\frac43``-style shortha
 from __future__ import annotations
 
 from rewards import get_reward, parse_number
-from rewards.math_rewards import prepare_answer
+from rewards.math_rewards import fast_verdict, prepare_answer
 from rewards.number_parsing import format_number
 
 
@@ -64,10 +64,9 @@ def test_math500_another_problems_answer_scores_zero(math500_rows):
     count = len(math500_rows)
     others = []
     for index, row in enumerate(math500_rows):
-        offset = 1  # the next row whose answer is written differently
-        while (
-            prepare_answer(math500_rows[(index + offset) % count]["answer"]).canonical
-            == prepare_answer(row["answer"]).canonical
+        offset = 1  # the next row whose answer is not the same one written differently ("x=5" is 5)
+        while fast_verdict(
+            prepare_answer(math500_rows[(index + offset) % count]["answer"]), prepare_answer(row["answer"])
         ):
             offset += 1
         others.append(math500_rows[(index + offset) % count]["answer"])

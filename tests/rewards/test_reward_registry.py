@@ -44,10 +44,10 @@ REQUIRED_PARAMS = {
 MODULES = [
     "rewards.base",
     "rewards.registry",
+    "rewards.typecheck",
     "rewards.extract",
     "rewards.number_parsing",
     "rewards.latex_normalize",
-    "rewards.latex_eval",
     "rewards.math_rewards",
     "rewards.numeric_rewards",
     "rewards.format_rewards",
@@ -126,7 +126,7 @@ def test_unknown_param_names_the_reward_the_param_and_the_allowed_ones():
 @pytest.mark.parametrize(
     ("name", "params", "fragment"),
     [
-        ("math_accuracy", {"timeout_seconds": "5"}, "timeout_seconds"),
+        ("math_accuracy", {"timeout_seconds": "slow"}, "timeout_seconds"),
         ("math_accuracy", {"answer_format": "latex"}, "'boxed'"),
         ("math_accuracy", {"timeout_seconds": 0}, "timeout_seconds must be > 0"),
         ("repetition_penalty", {"ngram_size": True}, "ngram_size"),  # a bool is not an int
@@ -147,8 +147,47 @@ def test_bad_params_raise_clear_errors(name, params, fragment):
     assert f"'{name}'" in str(caught.value) or "unknown reward" in str(caught.value)
 
 
-def test_ints_are_accepted_for_float_params():
+@pytest.mark.parametrize(
+    ("name", "params", "param", "problem"),
+    [
+        ("math_accuracy", {"timeout_seconds": "slow"}, "timeout_seconds", "expected a number, got 'slow'."),
+        (
+            "math_accuracy",
+            {"answer_format": "box"},
+            "answer_format",
+            "got 'box'; allowed: boxed, answer_tag.",
+        ),
+        ("math_accuracy", {"num_workers": 1.0}, "num_workers", "expected an integer, got 1.0."),
+        (
+            "soft_overlong",
+            {"max_completion_length": 9, "cache_length": "x"},
+            "cache_length",
+            "expected an integer or null, got 'x'.",
+        ),
+        ("soft_overlong", {}, "max_completion_length", "missing required key (an integer)."),
+        (
+            "cosine_length",
+            {"max_length": 9, "accuracy_params": [1]},
+            "accuracy_params",
+            "expected a mapping or null, got [1].",
+        ),
+        ("think_format", {"strict": 1}, "strict", "expected true or false, got 1."),
+    ],
+)
+def test_a_bad_param_names_the_reward_the_param_and_the_allowed_ones(name, params, param, problem):
+    with pytest.raises(InvalidRewardParamsError) as caught:
+        get_reward(name, **params)
+    error = caught.value
+    assert (error.reward, error.param) == (name, param) and error.problem.startswith(problem)
+    assert str(error).startswith(f"reward {name!r} parameter {param!r}: {problem}")
+    assert "Allowed parameters: " in str(error) and "\n" not in str(error)
+    assert pickle.loads(pickle.dumps(error)).args == error.args
+
+
+def test_ints_and_numeric_strings_are_accepted_for_float_params():
     assert get_reward("math_accuracy", timeout_seconds=2).timeout_seconds == 2.0
+    # YAML 1.1 reads `1e-1` (an exponent without a dot) as a string: the same convention as the recipe.
+    assert get_reward("math_accuracy", timeout_seconds="1e-1").timeout_seconds == 0.1
 
 
 def test_construction_is_cheap_and_starts_no_process():

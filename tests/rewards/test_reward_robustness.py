@@ -210,7 +210,6 @@ def test_seeded_fuzz_of_the_parsing_helpers():
     """The pure-Python parsers on thousands of random strings: only their documented outcomes."""
     from rewards import canonical_answer, extract_answer, normalize_number
     from rewards.countdown import EquationError, parse_equation
-    from rewards.latex_eval import evaluate, is_collection
     from rewards.math_rewards import fast_verdict, prepare_answer
 
     rng = random.Random(99)
@@ -221,10 +220,7 @@ def test_seeded_fuzz_of_the_parsing_helpers():
             answer = extract_answer(text, style)
             assert answer is None or isinstance(answer, str)
         assert normalize_number(text) is None or isinstance(normalize_number(text), str)
-        canonical = canonical_answer(text)
-        evaluation = evaluate(canonical)
-        assert evaluation is None or math.isfinite(abs(evaluation.value))
-        assert isinstance(is_collection(canonical), bool)
+        assert isinstance(canonical_answer(text), str)
         prepared = prepare_answer(text)
         assert fast_verdict(prepared, previous) in (True, False, None)
         assert fast_verdict(prepared, prepared) in (True, None)  # never "different from itself"
