@@ -18,8 +18,8 @@ takes::
   (also done at interpreter exit).
 
 Modules, one concept each: ``base`` (the Reward class and calling convention), ``registry``
-(names), ``extract`` (finding answers), ``number_parsing`` and ``latex_normalize`` (normalisation),
-``latex_eval`` (numeric evaluation of LaTeX answers), ``sandbox`` and ``_sympy_worker``
+(names and parameter checks, with ``typecheck``), ``extract`` (finding answers), ``number_parsing`` and
+``latex_normalize`` (normalisation), ``sandbox`` and ``_sympy_worker``
 (bounded-time sympy in worker processes), and the rewards: ``math_rewards``, ``numeric_rewards``,
 ``format_rewards``, ``countdown``, ``length``, ``repetition``. ``rewards/README.md`` lists every
 reward with its parameters.

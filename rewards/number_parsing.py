@@ -9,7 +9,7 @@ Two readers, for two situations:
   ``1,000``, ``0.5``, ``3/4``, ``\\frac{3}{4}``). The math reward's fast path uses it: there ``5x``,
   ``2^{10}`` or ``32, 349`` must never be read as a number.
 
-Both return a :class:`fractions.Fraction`, so ``14.0 == 14`` and ``0.5 == 1/2`` compare exactly.
+Both read values as :class:`fractions.Fraction`, so ``14.0 == 14`` and ``0.5 == 1/2`` compare exactly.
 :func:`normalize_number` turns the lenient reading into one canonical string.
 
 Model output is untrusted: inputs are length-capped and no number may have more than
