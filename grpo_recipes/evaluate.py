@@ -34,6 +34,8 @@ class EvalResult:
     ci_high: float
     seconds: float
     examples: list[dict[str, Any]] = field(default_factory=list)
+    correct_by_problem: list[bool] = field(default_factory=list)
+    """Whether each held-out problem, in order, was answered right: for paired comparisons of two runs."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -118,7 +120,10 @@ def greedy_accuracy(model, tokenizer, dataset, recipe: Recipe, log=print, accele
     ]
     total = len(dataset)
     low, high = wilson_interval(correct, total)
-    return EvalResult(correct, total, correct / max(total, 1), low, high, time.time() - start, examples)
+    by_problem = [bool(ok) for _, (_, _, ok) in sorted(by_index.items())]
+    return EvalResult(
+        correct, total, correct / max(total, 1), low, high, time.time() - start, examples, by_problem
+    )
 
 
 @contextlib.contextmanager

@@ -126,6 +126,16 @@ class RewardSpec:
 
 
 @dataclass
+class SamplingSpec:
+    """Which groups an optimizer step trains on (grpo_recipes.dynamic_sampling)."""
+
+    dynamic: bool = False
+    """DAPO's dynamic sampling: groups whose rewards are all equal are replaced by fresh prompts' groups."""
+    max_rounds: int = 4
+    """Extra generation rounds a step may spend on replacements; then it goes on with what it has."""
+
+
+@dataclass
 class EvaluationSpec:
     """Greedy accuracy on held-out rows before and after training."""
 
@@ -156,6 +166,7 @@ class Recipe:
     rewards: list[RewardSpec]
     trainer: dict[str, Any] = field(default_factory=dict)
     """Passed to TRL's GRPOConfig: any of its fields; unknown ones are an error."""
+    sampling: SamplingSpec = field(default_factory=SamplingSpec)
     evaluation: EvaluationSpec = field(default_factory=EvaluationSpec)
     audit: AuditSpec = field(default_factory=AuditSpec)
     description: str = ""
@@ -395,6 +406,10 @@ def parse_recipe(data: Any, source: str, name: str = "recipe", check_trainer: bo
     recipe.name, recipe.source = name, source
     _check_dataset(recipe, source)
     _check_prompt(recipe, source)
+    if not 0 <= recipe.sampling.max_rounds <= 64:
+        raise RecipeError(
+            source, "sampling.max_rounds", f"must be between 0 and 64, got {recipe.sampling.max_rounds}."
+        )
     _check_rewards(recipe, source)
     if check_trainer:
         _check_trainer(recipe, source)

@@ -63,3 +63,21 @@ def before_after_table(before: dict[str, Any] | None, after: dict[str, Any] | No
     if before and after:
         lines.append(f"  change: {100 * (after['accuracy'] - before['accuracy']):+.1f} points")
     return "\n".join(lines)
+
+
+def sampling_summary(log_history: list[dict[str, Any]]) -> dict[str, Any]:
+    """How many steps learned nothing, and (with dynamic sampling) how many groups were generated and kept.
+
+    >>> sampling_summary([{"step": 1, "grad_norm": 0.0}, {"step": 2, "grad_norm": 0.5, "groups_generated": 6,
+    ...                   "groups_kept": 2, "extra_rounds": 2}])
+    {'steps': 2, 'zero_gradient_steps': 1, 'groups_generated': 6, 'groups_kept': 2, 'extra_rounds': 2}
+    """
+    steps = [entry for entry in log_history if "grad_norm" in entry]
+    summary: dict[str, Any] = {
+        "steps": len(steps),
+        "zero_gradient_steps": sum(float(entry["grad_norm"]) == 0.0 for entry in steps),
+    }
+    for key in ("groups_generated", "groups_kept", "extra_rounds"):
+        if any(key in entry for entry in steps):
+            summary[key] = round(sum(float(entry.get(key, 0)) for entry in steps))
+    return summary

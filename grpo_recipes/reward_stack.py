@@ -3,7 +3,8 @@
 A group whose G completions all get the same total reward has zero advantage everywhere, so it contributes
 no gradient. TRL's own `frac_reward_zero_std` misses groups whose equal rewards are non-zero (float32 std
 comes out near 1e-8, not 0), so we count them here from the weighted total, and log the fraction as
-`zero_variance_groups` through TRL's `log_metric`.
+`zero_variance_groups` through TRL's `log_metric`. With dynamic sampling that name is the trained batch's
+share (logged by the trainer), and this count of every generated group is `zero_variance_groups_generated`.
 """
 
 from __future__ import annotations
@@ -28,13 +29,17 @@ class RewardStack:
     ):
         self.weights = weights
         self.tolerance = tolerance
+        self.metric = "zero_variance_groups"
         self.functions = [_Tracked(self, i, reward) for i, reward in enumerate(rewards)]
         self._batch: list[list[float | None]] = []
 
     @classmethod
     def for_recipe(cls, recipe: Recipe) -> RewardStack:
         """The recipe's rewards, the instances `parse_recipe` built and checked, with the recipe's weights."""
-        return cls(recipe.reward_functions, [spec.weight for spec in recipe.rewards])
+        stack = cls(recipe.reward_functions, [spec.weight for spec in recipe.rewards])
+        if recipe.sampling.dynamic:
+            stack.metric = "zero_variance_groups_generated"
+        return stack
 
     def record(self, index: int, scores: list[float | None], prompts: Any, log_metric: Any) -> None:
         if index == 0:
@@ -51,7 +56,7 @@ class RewardStack:
                 from accelerate.utils import gather_object
 
                 totals, keys = gather_object(totals), gather_object(keys)
-            log_metric("zero_variance_groups", zero_variance_fraction(totals, keys, self.tolerance))
+            log_metric(self.metric, zero_variance_fraction(totals, keys, self.tolerance))
 
     def totals(self) -> list[float]:
         """Weighted total per completion of the batch just scored (None counts as 0, as TRL's nansum)."""

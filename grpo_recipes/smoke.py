@@ -53,7 +53,12 @@ def free_port() -> int:
 
 
 def smoke_overrides(
-    model: str | Path, out: str | Path, gen: str, port: int | None = None, lora: str = "recipe"
+    model: str | Path,
+    out: str | Path,
+    gen: str,
+    port: int | None = None,
+    lora: str = "recipe",
+    processes: int = 2,
 ):
     """The recipe overrides of a smoke run (see the module docstring)."""
     overrides = [
@@ -67,7 +72,7 @@ def smoke_overrides(
         "evaluation.max_new_tokens=8",
         f"trainer.output_dir={out}",
         "trainer.max_steps=2",
-        "trainer.per_device_train_batch_size=2",
+        f"trainer.per_device_train_batch_size={max(1, 4 // processes)}",  # one group of 4 per step
         "trainer.gradient_accumulation_steps=1",
         "trainer.num_generations=4",
         "trainer.generation_batch_size=null",
@@ -136,7 +141,10 @@ def run_smoke(
     shutil.rmtree(out, ignore_errors=True)  # a scratch run: each smoke test starts clean
     tiny = tiny_model_for(recipe, outputs / "smoke-models", log=log)
     port = free_port() if gen == "vllm-server" else None
-    all_overrides = [*(overrides or []), *smoke_overrides(tiny, out, gen, port=port, lora=lora)]
+    all_overrides = [
+        *(overrides or []),
+        *smoke_overrides(tiny, out, gen, port=port, lora=lora, processes=processes),
+    ]
     smoke_recipe = load_recipe(path, all_overrides)
 
     env = {

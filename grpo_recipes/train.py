@@ -26,7 +26,7 @@ import yaml
 from .data import load_splits, peek_columns
 from .preflight import preflight
 from .recipe import Recipe, RecipeError, check_columns, trainer_fields
-from .report import before_after_table, format_accuracy, plot_reward_curve
+from .report import before_after_table, format_accuracy, plot_reward_curve, sampling_summary
 from .reward_stack import RewardStack
 
 PACKAGES = (
@@ -82,6 +82,11 @@ def grpo_config(recipe: Recipe, checking: bool = False):
         return GRPOConfig(**values)
     except (ValueError, TypeError) as err:
         message = str(err).replace("\n", " ")
+        if "generation_batch_size" in message and "generation_batch_size" not in recipe.trainer:
+            message += (
+                " (unless set, generation_batch_size = per_device_train_batch_size x processes x "
+                "steps_per_generation, and steps_per_generation = gradient_accumulation_steps)"
+            )
         raise RecipeError(recipe.source, _trainer_key(recipe, message), message) from None
 
 
@@ -159,6 +164,8 @@ def _progress_callback(log, max_steps: int):
                 if "zero_variance_groups" in logs
                 else ""
             )
+            if "groups_generated" in logs:
+                extra += f"  kept {logs['groups_kept']:.0f}/{logs['groups_generated']:.0f} groups"
             length = (
                 f"  mean length {logs['completions/mean_length']:.1f}"
                 if "completions/mean_length" in logs
@@ -205,7 +212,33 @@ def _before_training_callback(evaluate: Callable[[], None]):
     return EvaluateBeforeTraining()
 
 
-def train(recipe: Recipe, resume: bool = True, log=print) -> dict[str, Any]:
+def _time_limit_callback(seconds: float, log):
+    from accelerate import PartialState
+    from accelerate.utils import broadcast_object_list
+    from transformers import TrainerCallback
+
+    class TimeLimit(TrainerCallback):
+        """Ends training after the step that passes the limit, as if max_steps were reached (saved, evaluated)."""
+
+        def on_train_begin(self, args, state, control, **kwargs):
+            self.start = time.time()  # after the before-training evaluation, which the limit does not count
+
+        def on_step_end(self, args, state, control, **kwargs):
+            over = [time.time() - self.start > seconds]
+            if (
+                PartialState().num_processes > 1
+            ):  # the main process's clock decides for all, or ranks would hang
+                broadcast_object_list(over)
+            if over[0] and not control.should_training_stop:
+                log(f"time limit of {seconds / 60:g} min reached after step {state.global_step}: stopping")
+                control.should_training_stop = True
+
+    return TimeLimit()
+
+
+def train(
+    recipe: Recipe, resume: bool = True, log=print, time_limit_minutes: float | None = None
+) -> dict[str, Any]:
     """Run the recipe. Returns the summary that is also written to `<output_dir>/summary.json`."""
     from accelerate import PartialState
     from transformers.trainer_utils import get_last_checkpoint
@@ -300,6 +333,8 @@ def train(recipe: Recipe, resume: bool = True, log=print) -> dict[str, Any]:
     callbacks = [_progress_callback(log, config.max_steps)]
     if evaluate:
         callbacks.append(_before_training_callback(lambda: evaluate_policy("before", reuse_saved=bool(last))))
+    if time_limit_minutes is not None:  # after the before-evaluation, so that the limit counts training only
+        callbacks.append(_time_limit_callback(time_limit_minutes * 60, log))
     trainer = RecipeGRPOTrainer(
         model=model,
         reward_funcs=stack.functions,
@@ -308,6 +343,8 @@ def train(recipe: Recipe, resume: bool = True, log=print) -> dict[str, Any]:
         processing_class=tokenizer,
         peft_config=lora_config(recipe.model),
         callbacks=callbacks,
+        dynamic_sampling=recipe.sampling.dynamic,
+        max_rounds=recipe.sampling.max_rounds,
     )
     if main:
         _update_json(out / "run_info.json", _distribution_info(trainer))
@@ -336,9 +373,18 @@ def train(recipe: Recipe, resume: bool = True, log=print) -> dict[str, Any]:
         "train_seconds": round(train_seconds, 1),
         "before": before,
         "after": after,
+        "sampling": sampling_summary(trainer.state.log_history),
     }
     if main:
         _write_json(out / "summary.json", summary)
+        counts = summary["sampling"]
+        kept = (
+            f"; dynamic sampling kept {counts['groups_kept']} of {counts['groups_generated']} groups generated "
+            f"({counts['extra_rounds']} extra rounds)"
+            if "groups_generated" in counts
+            else ""
+        )
+        log(f"steps with zero gradient: {counts['zero_gradient_steps']} of {counts['steps']}{kept}")
         if before or after:
             log(before_after_table(before, after))
         log(

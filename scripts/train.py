@@ -13,6 +13,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = recipe_parser(__doc__.strip().splitlines()[0])
     parser.add_argument("--check", action="store_true", help="validate the recipe and its dataset, then stop")
     parser.add_argument("--no-resume", action="store_true", help="ignore checkpoints in the output directory")
+    parser.add_argument(
+        "--time-limit",
+        type=float,
+        metavar="MINUTES",
+        help="stop training after this many minutes (then save, evaluate)",
+    )
     args = parser.parse_args(argv)
 
     def body(recipe):
@@ -21,7 +27,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.check:
             train.check(recipe)
         else:
-            train.train(recipe, resume=not args.no_resume)
+            train.train(recipe, resume=not args.no_resume, time_limit_minutes=args.time_limit)
 
     return run_with_recipe(args, body)
 

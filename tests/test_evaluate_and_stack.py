@@ -76,4 +76,8 @@ def test_greedy_accuracy_scores_generations_with_the_recipe_reward(tiny_model):
     assert result.total == 5 and 0 <= result.correct <= 5
     assert len(lines) == 2  # progress after each batch of 3
     assert len(result.examples) == 5 and all(isinstance(e["completion"], str) for e in result.examples)
+    assert [
+        e["correct"] for e in result.examples
+    ] == result.correct_by_problem  # one verdict per problem, in order
+    assert sum(result.correct_by_problem) == result.correct
     assert tokenizer.padding_side == side_before  # restored after left-padded generation
