@@ -130,3 +130,17 @@ def test_server_mode_trains_against_a_served_model_and_leaves_no_process(outputs
     assert "/collective_rpc" in (out / "vllm-server.log").read_text()
     left = subprocess.run(["pgrep", "-f", "vllm.entrypoints"], capture_output=True, text=True).stdout
     assert left.strip() == "", f"vLLM processes left behind: {left}"
+
+
+def test_dynamic_sampling_with_vllm_colocate_and_lora(outputs):
+    """Extra generation rounds through vLLM under 2 processes: the tiny model's groups are all equal, so every
+    step spends its bound and trains on what it has."""
+    out, log = smoke(
+        outputs, "default", "ddp", "vllm-colocate", "on", "sampling.dynamic=true", "sampling.max_rounds=2"
+    )
+    history = [h for h in json.loads((out / "log_history.json").read_text()) if "groups_generated" in h]
+    assert [h["step"] for h in history] == [1, 2]
+    for h in history:  # one group of 4 per round, split 2 + 2 across the ranks
+        assert h["groups_generated"] == 1 + h["extra_rounds"] and h["extra_rounds"] <= 2
+        assert h["groups_kept"] == 1 - h["zero_variance_groups"]
+        assert h["zero_variance_groups"] == 0.0 or h["extra_rounds"] == 2
