@@ -8,7 +8,8 @@ difference on the same held-out problems (95 % interval, normal approximation). 
 written as JSON to ``--output``.
 
 Usage: ``python scripts/bench_sampling.py [--config default] [--minutes 8] [--max-rounds 4]
-[--eval-samples 200] [key.path=value ...]``
+[--eval-samples 200] [--report-only] [key.path=value ...]``. The recipe's ``max_steps`` still applies: raise
+it (``trainer.max_steps=1000``) so that both runs are bound by the time limit.
 """
 
 from __future__ import annotations
@@ -92,16 +93,25 @@ def main() -> None:
     parser.add_argument("--max-rounds", type=int, default=4)
     parser.add_argument("--eval-samples", type=int, default=200)
     parser.add_argument("--output", default=str(REPO / "outputs" / "bench_sampling.json"))
+    parser.add_argument(
+        "--report-only", action="store_true", help="print the table of the last two runs again"
+    )
     parser.add_argument("overrides", nargs="*", help="recipe overrides for both runs, key.path=value")
     args = parser.parse_args()
 
+    settings = {
+        "off": ["sampling.dynamic=false"],
+        "on": ["sampling.dynamic=true", f"sampling.max_rounds={args.max_rounds}"],
+    }
     results = {
-        "off": measure(run("off", args, ["sampling.dynamic=false"])),
-        "on": measure(run("on", args, ["sampling.dynamic=true", f"sampling.max_rounds={args.max_rounds}"])),
+        name: measure(
+            REPO / "outputs" / f"bench-sampling-{name}" if args.report_only else run(name, args, overrides)
+        )
+        for name, overrides in settings.items()
     }
     difference = paired_difference(results["on"]["correct"], results["off"]["correct"])
     print(f"\ndynamic sampling, {args.config}, {args.minutes:g} min of training each, same seed")
-    print(f"{'':34}{'off':>14}{'on':>14}")
+    print(f"{'':34}{'off':>16}{'on':>16}")
     rows = [
         ("optimizer steps", "steps", "{:d}"),
         ("steps with zero gradient", "zero_gradient_steps", "{:.0%}"),
@@ -110,9 +120,9 @@ def main() -> None:
         ("held-out accuracy after", "accuracy_after", "{:.1%}"),
     ]
     for label, key, form in rows:
-        print(f"{label:34}{form.format(results['off'][key]):>14}{form.format(results['on'][key]):>14}")
+        print(f"{label:34}{form.format(results['off'][key]):>16}{form.format(results['on'][key]):>16}")
     low_high = [f"[{results[k]['ci_after'][0]:.1%}, {results[k]['ci_after'][1]:.1%}]" for k in ("off", "on")]
-    print(f"{'  95 % interval':34}{low_high[0]:>14}{low_high[1]:>14}")
+    print(f"{'  95 % interval':34}{low_high[0]:>16}{low_high[1]:>16}")
     print(f"paired difference on - off: {difference[0]:+.1%} [{difference[1]:+.1%}, {difference[2]:+.1%}]")
     for run_results in results.values():
         run_results.pop("correct")
