@@ -225,9 +225,8 @@ def _time_limit_callback(seconds: float, log):
 
         def on_step_end(self, args, state, control, **kwargs):
             over = [time.time() - self.start > seconds]
-            if (
-                PartialState().num_processes > 1
-            ):  # the main process's clock decides for all, or ranks would hang
+            # The main process's clock decides for all: ranks that stopped at different steps would hang.
+            if PartialState().num_processes > 1:
                 broadcast_object_list(over)
             if over[0] and not control.should_training_stop:
                 log(f"time limit of {seconds / 60:g} min reached after step {state.global_step}: stopping")

@@ -74,9 +74,14 @@ def test_rerun_resumes_from_the_last_checkpoint(tiny_model, tmp_path):
     state = json.loads((out / "checkpoint-4" / "trainer_state.json").read_text())
     assert state["global_step"] == 4
 
-    third = run_script("train.py", "--config", str(recipe), "--no-resume", "trainer.max_steps=1")
+    # --no-resume starts over; --time-limit 0 ends training after its first step, saved as at max_steps.
+    third = run_script(
+        "train.py", "--config", str(recipe), "--no-resume", "--time-limit", "0", "trainer.max_steps=3"
+    )
     assert third.returncode == 0, third.stderr[-3000:]
     assert "moved the earlier run to" in third.stdout and "Resuming" not in third.stdout
+    assert "time limit of 0 min reached after step 1: stopping" in third.stdout
+    assert json.loads((out / "summary.json").read_text())["global_step"] == 1
     assert any(p.name.startswith("run.") and (p / "checkpoint-4").is_dir() for p in tmp_path.iterdir())
 
 
