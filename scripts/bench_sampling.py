@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import yaml
+
+from grpo_recipes.metrics import paired_difference
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -72,20 +73,6 @@ def measure(out: Path) -> dict:
     }
 
 
-def paired_difference(on: list[bool], off: list[bool]) -> tuple[float, float, float]:
-    """Mean of (on - off) per problem, with a 95 % normal interval.
-
-    >>> paired_difference([True, True, False, True], [True, False, False, False])
-    (0.5, -0.066, 1.066)
-    """
-    differences = [int(a) - int(b) for a, b in zip(on, off, strict=True)]
-    n = len(differences)
-    mean = sum(differences) / n
-    variance = sum((d - mean) ** 2 for d in differences) / max(1, n - 1)
-    half = 1.96 * math.sqrt(variance / n)
-    return round(mean, 3), round(mean - half, 3), round(mean + half, 3)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", default="default")
@@ -109,7 +96,8 @@ def main() -> None:
         )
         for name, overrides in settings.items()
     }
-    difference = paired_difference(results["on"]["correct"], results["off"]["correct"])
+    paired = paired_difference(results["on"]["correct"], results["off"]["correct"])
+    difference = (paired["difference"], paired["low"], paired["high"])
     print(f"\ndynamic sampling, {args.config}, {args.minutes:g} min of training each, same seed")
     print(f"{'':34}{'off':>16}{'on':>16}")
     rows = [

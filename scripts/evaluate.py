@@ -1,40 +1,143 @@
-"""Greedy held-out accuracy of a model (by default the recipe's, or a trained one with --model).
+"""Evaluate a model on a recipe's problems: pass@1, pass@k, maj@k, lengths; samples.jsonl, metrics.json, report.md.
 
-python scripts/evaluate.py --config default --model outputs/default
+    python scripts/evaluate.py --config default --model outputs/default
+    python scripts/evaluate.py --config default --model outputs/default --samples 8 --temperature 0.5
+    python scripts/evaluate.py --config gsm8k --model outputs/gsm8k --data ../shared/data/gsm8k/test.jsonl
+    python scripts/evaluate.py --config default --model outputs/default --base models/SmolLM2-135M-Instruct
+    accelerate launch --num_processes 8 scripts/evaluate.py --config gsm8k --model outputs/gsm8k --samples 16
+
+`--model` is a Hub id, a local folder, a training output or checkpoint, or a LoRA adapter (merged into its
+base); without it, the recipe's own model. `--base` also evaluates a second model on the same problems and
+prints the paired comparison (make compare).
 """
 
+import argparse
 import json
+import re
 import sys
+from pathlib import Path
 
-from grpo_recipes.cli import recipe_parser, run_with_recipe
+from grpo_recipes.cli import EXIT_BAD_INPUT, recipe_parser, run_with_recipe
+
+
+def at_least(minimum: int):
+    def parse(text: str) -> int:
+        value = int(text)
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {minimum}, got {text}")
+        return value
+
+    return parse
+
+
+def non_negative(text: str) -> float:
+    value = float(text)
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text}")
+    return value
+
+
+def slug(model: str) -> str:
+    """A folder name for a model: its last two path parts (`default-checkpoint-75`, `Qwen-Qwen2.5-1.5B`)."""
+    parts = [p for p in Path(model).parts if p not in (".", "..", "/")][-2:]
+    return re.sub(r"[^\w.-]+", "-", "-".join(parts)) or "model"
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = recipe_parser(__doc__.strip().splitlines()[0])
-    parser.add_argument("--model", help="a model folder or Hub id to evaluate instead of the recipe's model")
-    parser.add_argument("--output", help="write the result as JSON to this file")
+    parser.add_argument("--model", help="the model to evaluate (default: the recipe's model.name_or_path)")
+    parser.add_argument("--base", help="also evaluate this model on the same problems and compare (paired)")
+    parser.add_argument("--samples", type=at_least(1), default=1, help="samples per problem (default 1)")
+    parser.add_argument(
+        "--temperature",
+        type=non_negative,
+        help="sampling temperature (default: 0, greedy, for one sample; the recipe's trainer.temperature "
+        "or 1.0 for several)",
+    )
+    parser.add_argument("--top-p", type=float, default=1.0, help="nucleus sampling (default 1.0: off)")
+    parser.add_argument(
+        "--max-new-tokens",
+        type=at_least(1),
+        help="default: evaluation.max_new_tokens, else trainer.max_completion_length",
+    )
+    parser.add_argument("--limit", type=at_least(1), help="evaluate only the first N problems")
+    parser.add_argument("--data", help="a .jsonl/.json/.parquet/.csv file instead of the held-out split")
+    parser.add_argument(
+        "--output-dir", help="where the files go (default outputs/eval/<recipe>/<model>-<sampling>)"
+    )
+    parser.add_argument("--backend", choices=("auto", "vllm", "transformers"), default="auto")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--output", help=argparse.SUPPRESS)  # kept for old commands: metrics.json's copy
     args = parser.parse_args(argv)
-    if args.model:
-        args.overrides.append(f"model.name_or_path={args.model}")
+    status = 0
 
     def body(recipe):
-        from grpo_recipes.data import load_splits
-        from grpo_recipes.evaluate import greedy_accuracy
-        from grpo_recipes.models import load_model, load_tokenizer
-        from grpo_recipes.report import format_accuracy
+        nonlocal status
+        from grpo_recipes.evaluate import compare, comparison_table, evaluate_model, read_samples
+        from grpo_recipes.generate import SamplingSettings
 
-        splits = load_splits(recipe)
-        if splits.eval is None:
-            print("error: the recipe has no held-out split (evaluation.enabled is false)", file=sys.stderr)
-            raise SystemExit(2)
-        tokenizer, model = load_tokenizer(recipe.model), load_model(recipe.model)
-        result = greedy_accuracy(model, tokenizer, splits.eval, recipe).to_dict()
-        print(f"{recipe.model.name_or_path}: held-out greedy accuracy {format_accuracy(result)}")
-        if args.output:
-            with open(args.output, "w") as handle:
-                json.dump(result, handle, indent=2)
+        temperature = args.temperature
+        if temperature is None:
+            temperature = 0.0 if args.samples == 1 else float(recipe.trainer.get("temperature", 1.0))
+        if args.samples > 1 and temperature == 0:
+            print(
+                "error: --samples > 1 needs --temperature > 0 (greedy samples are all the same)",
+                file=sys.stderr,
+            )
+            status = EXIT_BAD_INPUT
+            return
+        settings = SamplingSettings(
+            samples=args.samples,
+            temperature=temperature,
+            top_p=args.top_p,
+            max_new_tokens=args.max_new_tokens
+            or recipe.evaluation.max_new_tokens
+            or int(recipe.trainer.get("max_completion_length", 256)),
+            seed=args.seed,
+        )
+        kind = "greedy" if settings.greedy else f"k{settings.samples}-t{settings.temperature:g}"
+        model = args.model or recipe.model.name_or_path
+        root = Path(args.output_dir) if args.output_dir else Path("outputs") / "eval" / recipe.name
+        models = {"model": model} if not args.base else {"base": args.base, "model": model}
+        results = {}
+        for role, name in models.items():
+            out = root / role if args.output_dir and args.base else root
+            if not args.output_dir:
+                out = root / f"{slug(name)}-{kind}"
+            metrics = evaluate_model(recipe, name, settings, out, args.data, args.limit, args.backend)
+            if metrics is None:  # another process of a launch: process 0 reports
+                return
+            results[role] = out
+            print(summary_line(name, metrics))
+            print(f"  files: {out}/samples.jsonl, metrics.json, report.md")
+            if args.output:
+                Path(args.output).write_text(json.dumps(metrics, indent=2) + "\n")
+        if args.base:
+            samples = {role: read_samples(out / "samples.jsonl") for role, out in results.items()}
+            result = compare(
+                samples["base"], samples["model"], votes=recipe.evaluation_function.reads_answers
+            )
+            print(comparison_table(result, "base", "model"))
+            target = results["model"] / "comparison.json"
+            target.write_text(json.dumps({"base": args.base, "model": model, **result}, indent=2) + "\n")
+            print(f"  comparison: {target}")
 
-    return run_with_recipe(args, body)
+    return run_with_recipe(args, body) or status
+
+
+def summary_line(model: str, metrics: dict) -> str:
+    keys = [k for k in metrics if k.startswith(("pass@", "maj@")) and not k.endswith("_interval")]
+    low, high = metrics["pass@1_interval"]
+    figures = ", ".join(
+        f"{key} {100 * metrics[key]:.1f} %"
+        + (f" [{100 * low:.1f}, {100 * high:.1f}]" if key == "pass@1" else "")
+        for key in keys
+    )
+    return (
+        f"{model}: {figures} on {metrics['problems']} problems ({metrics['sampling']}); "
+        f"well-formed {100 * metrics['well_formed']:.0f} %, truncated {100 * metrics['truncated']:.0f} %, "
+        f"mean length {metrics['mean_completion_tokens']:.1f} tokens"
+    )
 
 
 if __name__ == "__main__":

@@ -1,0 +1,254 @@
+"""Generation for evaluation: k completions per prompt, from vLLM when it is installed, else transformers.
+
+Both back-ends take the same `SamplingSettings` and the same token ids (the prompt rendered by the
+tokenizer's chat template, as GRPOTrainer renders it), and return the same `Generation`s, so a metric does
+not depend on which one ran. A model to evaluate is a Hub id, a local folder, a training output or
+checkpoint, or a LoRA adapter folder (its base is read from `adapter_config.json` and the adapter merged).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import socket
+import tempfile
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .recipe import ModelSpec
+
+#: vLLM's memory share when it evaluates alone: a CPU backend reserves that share of host memory.
+CPU_VLLM_MEMORY = 0.2
+GPU_VLLM_MEMORY = 0.85
+
+
+@dataclass(frozen=True)
+class SamplingSettings:
+    """How completions are drawn. Greedy: one sample at temperature 0."""
+
+    samples: int = 1
+    temperature: float = 0.0
+    top_p: float = 1.0
+    max_new_tokens: int = 256
+    seed: int = 0
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0.0
+
+    def describe(self) -> str:
+        """`greedy` or `8 samples at temperature 0.7` (top_p when it is not 1).
+
+        >>> SamplingSettings().describe(), SamplingSettings(samples=8, temperature=0.7).describe()
+        ('greedy', '8 samples at temperature 0.7')
+        """
+        if self.greedy:
+            return "greedy"
+        top_p = f", top_p {self.top_p:g}" if self.top_p < 1.0 else ""
+        return f"{self.samples} sample{'s' * (self.samples > 1)} at temperature {self.temperature:g}{top_p}"
+
+
+@dataclass(frozen=True)
+class Generation:
+    """One completion: its text, how many tokens it took, and whether it hit the token limit."""
+
+    text: str
+    tokens: int
+    truncated: bool
+
+
+def render_prompt(prompt: Any, tokenizer, chat_template_kwargs: dict[str, Any] | None = None) -> str:
+    """A prompt as text: plain text as is, a conversation through the chat template (generation prompt added)."""
+    if isinstance(prompt, str):
+        return prompt
+    return tokenizer.apply_chat_template(
+        prompt, tokenize=False, add_generation_prompt=True, **(chat_template_kwargs or {})
+    )
+
+
+def prompt_token_ids(prompts: Sequence[Any], tokenizer, chat_template_kwargs=None) -> list[list[int]]:
+    """Token ids of each rendered prompt; the template already holds the special tokens it wants."""
+    texts = [render_prompt(p, tokenizer, chat_template_kwargs) for p in prompts]
+    return [tokenizer(text, add_special_tokens=False)["input_ids"] for text in texts]
+
+
+def vllm_available() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("vllm") is not None
+
+
+# --------------------------------------------------------------------------------------------------------
+# Which weights: a model folder or Hub id, or a LoRA adapter on its base.
+# --------------------------------------------------------------------------------------------------------
+
+
+def adapter_base(path: str) -> str | None:
+    """The base model of a LoRA adapter folder (from its adapter_config.json); None for a full model."""
+    config = Path(path) / "adapter_config.json"
+    if not config.is_file():
+        return None
+    return json.loads(config.read_text()).get("base_model_name_or_path")
+
+
+def load_eval_model(path: str, spec: ModelSpec, device: str = "cpu"):
+    """(tokenizer, model) for `path`: a full model, or an adapter merged into its base, in the recipe's dtype."""
+    from dataclasses import replace
+
+    from .models import load_model, load_tokenizer
+
+    base = adapter_base(path)
+    has_tokenizer = (Path(path) / "tokenizer_config.json").is_file() or not Path(path).exists()
+    tokenizer = load_tokenizer(replace(spec, name_or_path=path if has_tokenizer else (base or path)))
+    if base is None:
+        model = load_model(replace(spec, name_or_path=path))
+    else:
+        from peft import PeftModel
+
+        model = PeftModel.from_pretrained(load_model(replace(spec, name_or_path=base)), path)
+        model = model.merge_and_unload()
+    return tokenizer, model.to(device)
+
+
+@contextlib.contextmanager
+def model_folder(path: str, spec: ModelSpec) -> Iterator[str]:
+    """A folder (or Hub id) vLLM can load: `path` itself, or a temporary merge of an adapter into its base."""
+    if adapter_base(path) is None:
+        yield path
+        return
+    tokenizer, model = load_eval_model(path, spec)
+    folder = tempfile.mkdtemp(prefix="grpo-eval-merged-")
+    try:
+        model.save_pretrained(folder)
+        tokenizer.save_pretrained(folder)
+        del model
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+# --------------------------------------------------------------------------------------------------------
+# The two back-ends.
+# --------------------------------------------------------------------------------------------------------
+
+
+def _eos_ids(model, tokenizer) -> set[int]:
+    ids = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+    ids = ids if isinstance(ids, list) else [ids]
+    return {i for i in ids + [tokenizer.eos_token_id] if i is not None}
+
+
+def generate_transformers(
+    model,
+    tokenizer,
+    prompt_ids: Sequence[Sequence[int]],
+    settings: SamplingSettings,
+    batch_size: int = 32,
+    progress: bool = True,
+    synced_gpus: bool = False,
+) -> list[list[Generation]]:
+    """`settings.samples` completions for each prompt with `model.generate`, batched, left-padded."""
+    import torch
+    from tqdm.auto import tqdm
+
+    device = next(model.parameters()).device
+    eos = _eos_ids(model, tokenizer)
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else min(eos)
+    sampling = (
+        {"do_sample": False}
+        if settings.greedy
+        else {"do_sample": True, "temperature": settings.temperature, "top_p": settings.top_p, "top_k": 0}
+    )
+    torch.manual_seed(settings.seed)
+    results: list[list[Generation]] = []
+    batches = range(0, len(prompt_ids), batch_size)
+    for begin in tqdm(batches, desc="generating", unit="batch", disable=not progress or len(batches) < 2):
+        batch = prompt_ids[begin : begin + batch_size]
+        width = max(len(ids) for ids in batch)
+        input_ids = torch.tensor([[pad] * (width - len(ids)) + list(ids) for ids in batch], device=device)
+        attention = torch.tensor([[0] * (width - len(ids)) + [1] * len(ids) for ids in batch], device=device)
+        with torch.no_grad():
+            out = model.generate(
+                input_ids=input_ids,
+                attention_mask=attention,
+                max_new_tokens=settings.max_new_tokens,
+                num_return_sequences=settings.samples,
+                pad_token_id=pad,
+                synced_gpus=synced_gpus,
+                **sampling,
+            )
+        rows = out[:, width:].tolist()
+        for i in range(len(batch)):
+            generations = []
+            for ids in rows[i * settings.samples : (i + 1) * settings.samples]:
+                end = next((j for j, token in enumerate(ids) if token in eos), None)
+                kept = ids if end is None else ids[:end]
+                text = tokenizer.decode(kept, skip_special_tokens=True)
+                generations.append(
+                    Generation(text, len(kept), end is None and len(ids) >= settings.max_new_tokens)
+                )
+            results.append(generations)
+    return results
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def generate_vllm(
+    model_path: str,
+    spec: ModelSpec,
+    prompt_ids: Sequence[Sequence[int]],
+    settings: SamplingSettings,
+    memory: float | None = None,
+) -> list[list[Generation]]:
+    """`settings.samples` completions for each prompt with vLLM (its own progress bar).
+
+    The engine runs inside this process as a one-process group (`external_launcher`, as TRL's colocate
+    mode); under a multi-process launch each process is its own group of one, on its own device.
+    """
+    import torch
+
+    from .models import resolve_dtype
+
+    for key, value in {"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1"}.items():
+        os.environ[key] = value
+    os.environ["MASTER_PORT"] = str(_free_port())
+    from vllm import LLM, SamplingParams
+    from vllm.inputs import TokensPrompt
+
+    cpu = not torch.cuda.is_available()
+    longest = max(len(ids) for ids in prompt_ids) + settings.max_new_tokens
+    llm = LLM(
+        model=model_path,
+        revision=None if Path(model_path).exists() else spec.revision,
+        trust_remote_code=spec.trust_remote_code,
+        dtype=str(resolve_dtype(spec.dtype)).removeprefix("torch."),
+        seed=settings.seed,
+        enforce_eager=cpu,  # compiling the model costs minutes on a CPU
+        gpu_memory_utilization=memory or (CPU_VLLM_MEMORY if cpu else GPU_VLLM_MEMORY),
+        max_model_len=longest,
+        max_num_batched_tokens=max(4096, longest),
+        distributed_executor_backend="external_launcher",
+    )
+    params = SamplingParams(
+        n=settings.samples,
+        temperature=settings.temperature,
+        top_p=settings.top_p,
+        max_tokens=settings.max_new_tokens,
+        seed=settings.seed,
+    )
+    outputs = llm.generate([TokensPrompt(prompt_token_ids=list(ids)) for ids in prompt_ids], params)
+    return [
+        [
+            Generation(sample.text, len(sample.token_ids), sample.finish_reason == "length")
+            for sample in output.outputs
+        ]
+        for output in outputs
+    ]

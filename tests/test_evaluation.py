@@ -1,0 +1,389 @@
+"""Evaluation: pass@k, maj@k and the paired comparison by hand, and scripts/evaluate.py on real tiny models.
+
+Every metric in metrics.json is recomputed here from samples.jsonl by brute force (all k-subsets for pass@k,
+the votes of each block for maj@k), independently of grpo_recipes.metrics.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import os
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from support import REPO, SHARED_DATA, run_script, tiny_recipe, write_recipe
+
+from grpo_recipes.evaluate import compare, per_problem, summarize
+from grpo_recipes.metrics import k_values, maj_at_k, majority_correct, paired_difference, pass_at_k
+
+GSM8K_TEST = SHARED_DATA / "gsm8k" / "test.jsonl"
+
+
+# --------------------------------------------------------------------------------------------------------
+# The metrics, against hand-computed cases.
+# --------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("n", "c", "k", "expected"),
+    [
+        (1, 1, 1, 1.0),
+        (1, 0, 1, 0.0),
+        (4, 1, 1, 0.25),
+        (4, 1, 2, 0.5),  # 1 - C(3,2)/C(4,2) = 1 - 3/6
+        (4, 2, 2, 5 / 6),  # 1 - C(2,2)/C(4,2) = 1 - 1/6
+        (8, 1, 8, 1.0),  # k = n: solved if any sample is right
+        (8, 0, 8, 0.0),
+        (5, 2, 3, 0.9),  # 1 - C(3,3)/C(5,3) = 1 - 1/10
+    ],
+)
+def test_pass_at_k_hand_computed(n, c, k, expected):
+    assert pass_at_k(n, c, k) == pytest.approx(expected)
+
+
+def test_pass_at_k_is_the_share_of_k_subsets_with_a_correct_sample():
+    for n in range(1, 7):
+        for c in range(n + 1):
+            verdicts = [1] * c + [0] * (n - c)
+            for k in range(1, n + 1):
+                subsets = list(itertools.combinations(verdicts, k))
+                assert pass_at_k(n, c, k) == pytest.approx(sum(any(s) for s in subsets) / len(subsets))
+
+
+def test_pass_at_k_rejects_impossible_counts():
+    with pytest.raises(ValueError, match="n=2, c=3"):
+        pass_at_k(2, 3, 1)
+    with pytest.raises(ValueError):
+        pass_at_k(2, 1, 3)
+
+
+@pytest.mark.parametrize(
+    ("votes", "correct", "expected"),
+    [
+        (["5", "5", "6"], [1, 1, 0], 1.0),  # the right answer wins
+        (["5", "6", "6"], [1, 0, 0], 0.0),  # a wrong answer wins
+        (["5", "6"], [1, 0], 0.5),  # a tie between a right and a wrong answer: a fair coin
+        (["5", "6", "7", "5", "6", "7"], [1, 0, 0, 1, 0, 0], 1 / 3),  # a three-way tie, one right
+        (["6", "7", "6", "7"], [0, 0, 0, 0], 0.0),  # a tie between two wrong answers
+        ([None, None, "5"], [0, 0, 1], 1.0),  # no answer does not vote
+        ([None, None], [0, 0], 0.0),  # nobody answered
+    ],
+)
+def test_majority_vote_hand_computed(votes, correct, expected):
+    assert majority_correct(votes, correct) == pytest.approx(expected)
+
+
+def test_maj_at_k_blocks_and_k_equal_to_n():
+    votes, correct = ["1", "2", "2", "2", "1", "1", "3", "1"], [1, 0, 0, 0, 1, 1, 0, 1]
+    # k = n: "1" has 4 votes, "2" 3, "3" 1.
+    assert maj_at_k(votes, correct, 8) == 1.0
+    # k = 4: block 1 is 1,2,2,2 -> "2" wrong; block 2 is 1,1,3,1 -> right.
+    assert maj_at_k(votes, correct, 4) == 0.5
+    # k = 2: (1,2) tie 0.5; (2,2) 0; (1,1) 1; (3,1) tie 0.5 -> 2 / 4.
+    assert maj_at_k(votes, correct, 2) == 0.5
+    assert maj_at_k(votes, correct, 1) == sum(correct) / 8
+    with pytest.raises(ValueError):
+        maj_at_k(votes, correct, 9)
+
+
+def test_paired_interval_hand_computed():
+    new, old = [1, 1, 1, 0, 1, 0], [0, 1, 0, 0, 1, 1]
+    # d = 1, 0, 1, 0, 0, -1: mean 1/6; sample variance (25+1+25+1+1+49)/36/5 = 102/180; half 1.96 sqrt(var/6)
+    half = 1.96 * math.sqrt(102 / 180 / 6)
+    result = paired_difference(new, old)
+    assert result["difference"] == pytest.approx(1 / 6, abs=1e-4)
+    assert result["low"] == pytest.approx(1 / 6 - half, abs=1e-4)
+    assert result["high"] == pytest.approx(1 / 6 + half, abs=1e-4)
+    # Same verdicts on every problem: no doubt about the difference, whatever the accuracies.
+    assert paired_difference([1, 0, 1], [1, 0, 1]) == {"difference": 0.0, "low": 0.0, "high": 0.0}
+    with pytest.raises(ValueError, match="same problems"):
+        paired_difference([1, 0], [1])
+
+
+def test_compare_pairs_the_same_problems_and_counts_who_solves_what():
+    def records(verdicts):
+        return [
+            {"problem": p, "sample": 0, "gold": str(p), "correct": c, "vote": "x"}
+            for p, c in enumerate(verdicts)
+        ]
+
+    base, model = records([1, 0, 0, 1]), records([1, 1, 1, 0])
+    result = compare(base, model)
+    row = next(r for r in result["metrics"] if r["metric"] == "pass@1")
+    assert (row["base"], row["model"]) == (0.5, 0.75)
+    assert row == {**row, **paired_difference([1, 1, 1, 0], [1, 0, 0, 1])}
+    assert (result["solved_by_model_only"], result["solved_by_base_only"], result["solved_by_both"]) == (
+        2,
+        1,
+        1,
+    )
+    with pytest.raises(ValueError, match="same problems"):
+        compare(base, records([1, 1, 1]))
+
+
+# --------------------------------------------------------------------------------------------------------
+# Recomputing metrics.json from samples.jsonl, by brute force.
+# --------------------------------------------------------------------------------------------------------
+
+
+def recompute(samples: list[dict]) -> dict[str, float]:
+    problems: dict[int, list[dict]] = {}
+    for record in samples:
+        problems.setdefault(record["problem"], []).append(record)
+    groups = [sorted(g, key=lambda r: r["sample"]) for _, g in sorted(problems.items())]
+    n = len(groups[0])
+    figures: dict[str, float] = {}
+    for k in k_values(n):
+        per = []
+        for group in groups:
+            subsets = list(itertools.combinations([r["correct"] for r in group], k))
+            per.append(sum(any(s) for s in subsets) / len(subsets))
+        figures[f"pass@{k}"] = sum(per) / len(per)
+        per = []
+        for group in groups:
+            blocks = [group[i : i + k] for i in range(0, n - k + 1, k)]
+            scores = []
+            for block in blocks:
+                counts = Counter(r["vote"] for r in block if r["vote"] is not None)
+                if not counts:
+                    scores.append(0.0)
+                    continue
+                top = max(counts.values())
+                leaders = {v for v, c in counts.items() if c == top}
+                right = {r["vote"] for r in block if r["vote"] in leaders and r["correct"]}
+                scores.append(len(right) / len(leaders))
+            per.append(sum(scores) / len(scores))
+        figures[f"maj@{k}"] = sum(per) / len(per)
+    figures["mean_completion_tokens"] = sum(r["tokens"] for r in samples) / len(samples)
+    figures["truncated"] = sum(r["truncated"] for r in samples) / len(samples)
+    figures["well_formed"] = sum(r["answer"] is not None for r in samples) / len(samples)
+    return figures
+
+
+def check_folder(out: Path, problems: int, samples_per_problem: int) -> tuple[dict, list[dict]]:
+    """The three files exist and agree: metrics.json is what samples.jsonl recomputes to."""
+    assert {p.name for p in out.iterdir()} >= {"samples.jsonl", "metrics.json", "report.md"}
+    metrics = json.loads((out / "metrics.json").read_text())
+    samples = [json.loads(line) for line in (out / "samples.jsonl").read_text().splitlines()]
+    assert metrics["problems"] == problems and metrics["samples_per_problem"] == samples_per_problem
+    assert len(samples) == problems * samples_per_problem
+    assert sorted((r["problem"], r["sample"]) for r in samples) == [
+        (p, s) for p in range(problems) for s in range(samples_per_problem)
+    ]
+    for record in samples:
+        assert {"problem", "sample", "prompt", "completion", "answer", "gold", "correct", "rewards"} <= set(
+            record
+        )
+        assert record["correct"] in (0, 1)
+        # The verdict is the evaluation reward's full marks; the vote is None exactly when there is no answer.
+        assert record["correct"] == int(record["rewards"][metrics["reward"]] == 1.0)
+        assert (record["vote"] is None) == (record["answer"] is None)
+    for key, value in recompute(samples).items():
+        assert metrics[key] == pytest.approx(value), key
+        if "@" in key:
+            assert 0.0 <= metrics[key] <= 1.0
+    assert f"pass@{samples_per_problem}" in metrics and f"maj@{samples_per_problem}" in metrics
+    report = (out / "report.md").read_text()
+    assert f"| pass@{samples_per_problem} |" in report and "samples.jsonl" in report
+    return metrics, samples
+
+
+def test_summarize_agrees_with_the_brute_force_recomputation():
+    import random
+
+    rng = random.Random(0)
+    samples = []
+    for problem in range(30):
+        for sample in range(8):
+            answer = rng.choice(["1", "2", "3", None])
+            samples.append(
+                {
+                    "problem": problem,
+                    "sample": sample,
+                    "answer": answer,
+                    "vote": answer,
+                    "correct": int(answer == "1"),
+                    "tokens": rng.randint(1, 9),
+                    "truncated": rng.random() < 0.2,
+                }
+            )
+    metrics = summarize(samples)
+    for key, value in recompute(samples).items():
+        assert metrics[key] == pytest.approx(value), key
+    assert set(per_problem(samples)) == {f"{m}@{k}" for m in ("pass", "maj") for k in (1, 2, 4, 8)}
+
+
+def test_votes_use_the_reward_equivalence(tiny_model):
+    """math_accuracy counts 1/2 and 0.5 as one answer: they vote together and outvote a 2-1 split."""
+    from grpo_recipes.evaluate import score_samples
+    from grpo_recipes.generate import Generation
+    from grpo_recipes.recipe import parse_recipe
+
+    recipe = parse_recipe(
+        {
+            "model": {"name_or_path": str(tiny_model)},
+            "dataset": {"generator": {"name": "arithmetic"}},
+            "prompt": {"user": "{question}", "solution_column": "answer"},
+            "rewards": [{"name": "math_accuracy"}],
+        },
+        "x",
+        check_trainer=False,
+    )
+    texts = [
+        r"\boxed{\frac{1}{2}}",
+        r"\boxed{0.5}",
+        r"\boxed{3}",
+        r"\boxed{3}",
+        r"\boxed{\dfrac12}",
+        "no answer",
+    ]
+    rows = [{"prompt": "p", "solution": "0.5", "question": "p", "answer": "0.5"}]
+    samples = score_samples(recipe, rows, [[Generation(t, 3, False) for t in texts]], [0])
+    assert [r["vote"] for r in samples] == [r"\frac{1}{2}"] * 2 + ["3", "3", r"\frac{1}{2}", None]
+    assert [r["correct"] for r in samples] == [1, 1, 0, 0, 1, 0]
+    assert summarize(samples)["maj@6"] == 1.0
+
+
+# --------------------------------------------------------------------------------------------------------
+# scripts/evaluate.py end to end.
+# --------------------------------------------------------------------------------------------------------
+
+
+def _recipe(tmp_path: Path, tiny_model: Path, **changes) -> Path:
+    data = tiny_recipe(tiny_model, tmp_path / "run")
+    data["evaluation"] = {"max_samples": 8, "max_new_tokens": 6, "batch_size": 8}
+    data.update(changes)
+    return write_recipe(tmp_path / "recipe.yaml", data)
+
+
+def test_evaluate_generated_arithmetic_greedy(tmp_path, tiny_model):
+    recipe = _recipe(tmp_path, tiny_model)
+    out = tmp_path / "eval"
+    result = run_script(
+        "evaluate.py", "--config", str(recipe), "--backend", "transformers", "--output-dir", str(out)
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    metrics, _ = check_folder(out, problems=8, samples_per_problem=1)
+    assert metrics["sampling"] == "greedy" and metrics["backend"] == "transformers"
+    assert "pass@1" in result.stdout and str(out) in result.stdout
+
+
+@pytest.mark.skipif(not GSM8K_TEST.is_file(), reason="needs ../shared/data/gsm8k")
+def test_evaluate_gsm8k_rows_with_samples(tmp_path, tiny_model):
+    gsm8k = write_recipe(
+        tmp_path / "gsm8k.yaml",
+        {
+            "model": {"name_or_path": str(tiny_model), "dtype": "float32"},
+            "dataset": {"path": str(GSM8K_TEST)},
+            "prompt": {"user": "{question}", "solution_column": "answer"},
+            "rewards": [{"name": "gsm8k_accuracy", "params": {"last_number_fallback": True}}],
+            "evaluation": {"max_new_tokens": 8, "batch_size": 20},
+        },
+    )
+    out = tmp_path / "eval"
+    result = run_script(
+        "evaluate.py", "--config", str(gsm8k), "--data", str(GSM8K_TEST), "--limit", "20", "--samples", "4",
+        "--temperature", "1.0", "--backend", "transformers", "--output-dir", str(out),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    metrics, samples = check_folder(out, problems=20, samples_per_problem=4)
+    assert metrics["data"] == str(GSM8K_TEST)
+    assert {r["gold"] for r in samples} <= {json.loads(line)["answer"] for line in GSM8K_TEST.open()}
+    # Random weights at temperature 1: the 4 samples of a problem differ.
+    assert any(len({r["completion"] for r in samples if r["problem"] == p}) > 1 for p in range(20))
+
+
+def test_evaluate_refuses_greedy_samples_and_bad_data(tmp_path, tiny_model):
+    recipe = _recipe(tmp_path, tiny_model)
+    result = run_script("evaluate.py", "--config", str(recipe), "--samples", "4", "--temperature", "0")
+    assert result.returncode == 2 and "--temperature > 0" in result.stderr
+    result = run_script("evaluate.py", "--config", str(recipe), "--data", str(tmp_path / "missing.jsonl"))
+    assert result.returncode == 2 and "missing.jsonl: no such file" in result.stderr
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"q": "1 + 1", "a": "2"}) + "\n")
+    result = run_script("evaluate.py", "--config", str(recipe), "--data", str(bad))
+    assert result.returncode == 2 and "question" in result.stderr, result.stderr
+
+
+def _adapter(tiny_model: Path, folder: Path) -> Path:
+    """A LoRA adapter on the tiny model whose weights are not zero (so merging changes the model)."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    torch.manual_seed(0)
+    model = get_peft_model(
+        AutoModelForCausalLM.from_pretrained(tiny_model),
+        LoraConfig(r=4, target_modules="all-linear", init_lora_weights=False),
+    )
+    model.save_pretrained(folder)
+    AutoTokenizer.from_pretrained(tiny_model).save_pretrained(folder)
+    return folder
+
+
+def test_compare_a_lora_adapter_with_its_base(tmp_path, tiny_model):
+    recipe = _recipe(tmp_path, tiny_model)
+    adapter = _adapter(tiny_model, tmp_path / "adapter")
+    out = tmp_path / "compare"
+    result = run_script(
+        "evaluate.py", "--config", str(recipe), "--model", str(adapter), "--base", str(tiny_model),
+        "--samples", "2", "--temperature", "1.0", "--backend", "transformers", "--output-dir", str(out),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    _, base = check_folder(out / "base", 8, 2)
+    _, model = check_folder(out / "model", 8, 2)
+    assert [r["completion"] for r in base] != [r["completion"] for r in model]  # the adapter was applied
+    comparison = json.loads((out / "model" / "comparison.json").read_text())
+    expected = compare(base, model)
+    assert comparison["metrics"] == expected["metrics"]
+    assert "difference (paired 95 % interval)" in result.stdout and "by base only" in result.stdout
+
+
+@pytest.mark.slow
+def test_evaluate_with_vllm_matches_the_file_contract(tmp_path, tiny_model):
+    """vLLM's CPU build, with an adapter to merge: the same files, the same recomputation."""
+    pytest.importorskip("vllm")
+    recipe = _recipe(tmp_path, tiny_model)
+    adapter = _adapter(tiny_model, tmp_path / "adapter")
+    out = tmp_path / "eval"
+    result = run_script(
+        "evaluate.py", "--config", str(recipe), "--model", str(adapter), "--samples", "4", "--temperature", "1.0",
+        "--output-dir", str(out),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    metrics, samples = check_folder(out, problems=8, samples_per_problem=4)
+    assert metrics["backend"] == "vllm"
+    assert all(0 < r["tokens"] <= 6 for r in samples if r["completion"])
+    assert not list(Path("/tmp").glob("grpo-eval-merged-*")), "the merged copy of the adapter is left behind"
+
+
+@pytest.mark.smoke
+def test_evaluate_split_across_two_processes_gives_the_single_process_result(tmp_path, tiny_model):
+    recipe = _recipe(tmp_path, tiny_model)
+    single, double = tmp_path / "one", tmp_path / "two"
+    result = run_script(
+        "evaluate.py", "--config", str(recipe), "--backend", "transformers", "--output-dir", str(single)
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    accelerate = REPO / ".venv" / "bin" / "accelerate"
+    launcher = [
+        str(accelerate) if accelerate.exists() else "accelerate",
+        "launch",
+        "--config_file",
+        str(REPO / "configs" / "cpu_2proc.yaml"),
+        "--main_process_port",
+        str(29500 + os.getpid() % 1000),
+    ]
+    result = run_script(
+        "evaluate.py", "--config", str(recipe), "--backend", "transformers", "--output-dir", str(double),
+        launcher=launcher, extra_env={"CUDA_VISIBLE_DEVICES": ""},
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "process 1 of 2" in result.stdout + result.stderr
+    one = [json.loads(line) for line in (single / "samples.jsonl").read_text().splitlines()]
+    two = [json.loads(line) for line in (double / "samples.jsonl").read_text().splitlines()]
+    assert one == two  # greedy: the same completions, gathered in problem order
+    assert not (double / ".shards").exists() or not any((double / ".shards").iterdir())
