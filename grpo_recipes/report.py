@@ -53,15 +53,28 @@ def format_accuracy(result: dict[str, Any] | None) -> str:
     return f"{100 * r['accuracy']:.1f} % [{100 * r['ci_low']:.1f}, {100 * r['ci_high']:.1f}] ({r['correct']}/{r['total']})"
 
 
-def before_after_table(before: dict[str, Any] | None, after: dict[str, Any] | None) -> str:
-    """Held-out greedy accuracy before and after training, with 95 % Wilson intervals."""
+def before_after_table(
+    before: dict[str, Any] | None, after: dict[str, Any] | None, comparison: dict[str, Any] | None = None
+) -> str:
+    """Held-out greedy accuracy before and after training, with 95 % Wilson intervals.
+
+    `comparison` (`train._paired_before_after`): the change's paired 95 % interval and the problems each
+    model alone solves.
+    """
     lines = [
         "held-out greedy accuracy (95 % interval)",
         f"  before: {format_accuracy(before)}",
         f"  after:  {format_accuracy(after)}",
     ]
     if before and after:
-        lines.append(f"  change: {100 * (after['accuracy'] - before['accuracy']):+.1f} points")
+        change = f"  change: {100 * (after['accuracy'] - before['accuracy']):+.1f} points"
+        if comparison:
+            change += (
+                f" [{100 * comparison['low']:+.1f}, {100 * comparison['high']:+.1f}] (paired 95 % interval); "
+                f"solved only after: {comparison['solved_by_model_only']}, "
+                f"only before: {comparison['solved_by_base_only']}"
+            )
+        lines.append(change)
     return "\n".join(lines)
 
 

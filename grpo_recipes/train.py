@@ -322,6 +322,7 @@ def train(
             recipe,
             log=rank_log,
             accelerator=trainer.accelerator,
+            samples_path=out / f"eval_{when}_samples.jsonl",
         )
         results[when] = accuracy.to_dict()
         if main:
@@ -366,12 +367,14 @@ def train(
     state.wait_for_everyone()
     before, after = results["before"], results["after"]
 
+    comparison = _paired_before_after(out, recipe) if main and before and after else None
     summary = {
         "recipe": recipe.source,
         "global_step": trainer.state.global_step,
         "train_seconds": round(train_seconds, 1),
         "before": before,
         "after": after,
+        "comparison": comparison,
         "sampling": sampling_summary(trainer.state.log_history),
     }
     if main:
@@ -385,8 +388,34 @@ def train(
         )
         log(f"steps with zero gradient: {counts['zero_gradient_steps']} of {counts['steps']}{kept}")
         if before or after:
-            log(before_after_table(before, after))
+            log(before_after_table(before, after, comparison))
         log(
             f"outputs in {out}/: model, resolved_recipe.yaml, run_info.json, log_history.json, reward_curve.png"
         )
+        # Under ZeRO-3 or FSDP the saved output is the model to evaluate (the in-memory one is sharded).
+        log(f"evaluate it (SAMPLES=8 for pass@8 and maj@8): {eval_command(recipe, out)}")
     return summary
+
+
+def eval_command(recipe: Recipe, out: Path) -> str:
+    """The command that evaluates a run's saved model: `make eval` for a recipe of recipes/, else the script."""
+    path = Path(recipe.source.split(" (with overrides")[0])
+    if path.parent.name == "recipes" and path.parent.parent.resolve() == Path.cwd().resolve():
+        return f"make eval RECIPE={path.stem} MODEL={out}"
+    return f"python scripts/evaluate.py --config {path} --model {out}"
+
+
+def _paired_before_after(out: Path, recipe: Recipe) -> dict[str, Any] | None:
+    """make compare's paired comparison of the before and after evaluations' samples (same problems)."""
+    from .evaluate import compare, read_samples
+
+    paths = [out / f"eval_{when}_samples.jsonl" for when in ("before", "after")]
+    if not all(path.is_file() for path in paths):  # resumed from a run that predates the samples files
+        return None
+    result = compare(*map(read_samples, paths), votes=recipe.evaluation_function.reads_answers)
+    row = next(r for r in result["metrics"] if r["metric"] == "pass@1")
+    return {key: value for key, value in result.items() if key != "metrics"} | {
+        "difference": row["difference"],
+        "low": row["low"],
+        "high": row["high"],
+    }

@@ -44,6 +44,21 @@ def test_two_steps_write_a_complete_output_directory(tiny_model, tmp_path):
         )
     summary = json.loads((out / "summary.json").read_text())
     assert summary["global_step"] == 2
+    # Before/after go through make eval's scoring: samples files, and make compare's paired comparison.
+    verdicts = {}
+    for when in ("before", "after"):
+        samples = [json.loads(line) for line in (out / f"eval_{when}_samples.jsonl").read_text().splitlines()]
+        assert [r["problem"] for r in samples] == list(range(8))
+        verdicts[when] = [r["correct"] for r in samples]
+        assert sum(verdicts[when]) == json.loads((out / f"eval_{when}.json").read_text())["correct"]
+    comparison = summary["comparison"]
+    assert comparison["difference"] == pytest.approx((sum(verdicts["after"]) - sum(verdicts["before"])) / 8)
+    assert comparison["low"] <= comparison["difference"] <= comparison["high"]
+    only_after = sum(a and not b for a, b in zip(verdicts["after"], verdicts["before"], strict=True))
+    assert comparison["solved_by_model_only"] == only_after
+    assert (
+        "(paired 95 % interval)" in log and f"scripts/evaluate.py --config {recipe} --model {out}" in log
+    ), log[-2500:]
 
     # The saved model reloads and generates.
     from transformers import AutoModelForCausalLM, AutoTokenizer
