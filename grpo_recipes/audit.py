@@ -8,6 +8,10 @@ under `solution`, the row's other columns as keyword arguments, chat-shaped comp
 conversational recipe. A reward bug (an answer format the reward does not read, a gold it misparses, a
 format reward that never fires) shows up as rows whose ideal completion misses full marks.
 
+A corrupted completion should score 0 with the evaluation reward, or, for a reward that pays partial
+credit to a well-formed wrong answer by design (countdown's `format_score`, as in TinyZero), no more
+than that credit: see `wrong_answer_score`.
+
 Example:
     >>> from grpo_recipes.recipe import load_recipe
     >>> recipe = load_recipe("recipes/gsm8k.yaml", check_trainer=False)
@@ -144,6 +148,18 @@ def wrong_answer(answer: str, others: Sequence[str | None], index: int) -> str:
     return f"{answer}+1"
 
 
+def wrong_answer_score(reward: rewards.Reward) -> float:
+    """What `reward` gives a well-formed wrong answer: its `format_score` parameter where it has one
+    (partial credit paid by design), else 0.
+
+    >>> wrong_answer_score(rewards.get_reward("countdown", format_score=0.2))
+    0.2
+    >>> wrong_answer_score(rewards.get_reward("gsm8k_accuracy"))
+    0.0
+    """
+    return float(reward.params.get("format_score", 0.0))
+
+
 # --------------------------------------------------------------------------------------------------------
 # The audit.
 # --------------------------------------------------------------------------------------------------------
@@ -194,9 +210,12 @@ class AuditReport:
     max_scores: dict[str, float]
     gold_answer: str
     """How the answer was read from the gold (`audit.gold_answer`)."""
+    wrong_score: float = 0.0
+    """The most the evaluation reward may give a corrupted completion (`wrong_answer_score`): usually 0."""
     rows: int = 0
     ideal_full_marks: int = 0
     corrupted_zero: int = 0
+    """Rows whose corrupted completion the evaluation reward scores 0 (at most `wrong_score`)."""
     no_gold_answer: int = 0
     """Rows whose gold has no final answer in the `audit.gold_answer` style: nothing to write."""
     unscorable: int = 0
@@ -214,6 +233,13 @@ class AuditReport:
     def corrupted_fraction(self) -> float:
         return self.corrupted_zero / self.rows if self.rows else 0.0
 
+    @property
+    def corrupted_label(self) -> str:
+        """What a corrupted completion must score: `corrupted scoring 0`, or at most the format score."""
+        return (
+            "corrupted scoring 0" if self.wrong_score <= 0 else f"corrupted scoring <= {self.wrong_score:g}"
+        )
+
     def failed_thresholds(self, min_ideal: float, min_corrupted: float) -> list[str]:
         """One line per threshold the audit falls below (empty: it passes)."""
         failed = []
@@ -224,7 +250,7 @@ class AuditReport:
             )
         if self.corrupted_fraction < min_corrupted:
             failed.append(
-                f"corrupted scoring 0 {self.corrupted_zero}/{self.rows} ({_percent(self.corrupted_fraction)}) "
+                f"{self.corrupted_label} {self.corrupted_zero}/{self.rows} ({_percent(self.corrupted_fraction)}) "
                 f"< --min-corrupted {min_corrupted:g}"
             )
         return failed
@@ -239,9 +265,10 @@ def audit(
     """Score an ideal and a corrupted completion per row through the recipe's rewards (see the module).
 
     A row's ideal completion gets full marks when the evaluation reward gives 1.0 and every other reward
-    its `max_score`; its corrupted completion passes when the evaluation reward gives 0. Rows whose gold
-    has no answer, or where a reward returns None, count against both. `progress(done, total, seconds)`
-    is called every `progress_every` rows and at the end.
+    its `max_score`; its corrupted completion passes when the evaluation reward gives 0 (or no more than
+    its `wrong_answer_score`, below 1). Rows whose gold has no answer, or where a reward returns None,
+    count against both. `progress(done, total, seconds)` is called every `progress_every` rows and at
+    the end.
     """
     if rows:
         check_columns(recipe, list(rows[0]))
@@ -267,6 +294,7 @@ def audit(
         evaluation=evaluation,
         max_scores={label: reward.max_score for label, _, reward in functions},
         gold_answer=recipe.audit.gold_answer,
+        wrong_score=wrong_answer_score(next(r for label, _, r in functions if label == evaluation)),
         rows=len(rows),
     )
     spec = recipe.prompt
@@ -303,7 +331,8 @@ def audit(
                     score >= (1.0 if label == evaluation else report.max_scores[label]) - TOLERANCE
                     for label, score in result.ideal.items()
                 )
-                result.corrupted_ok = result.corrupted[evaluation] <= 0.0
+                wrong = result.corrupted[evaluation]
+                result.corrupted_ok = wrong <= report.wrong_score + TOLERANCE and wrong < 1.0
                 report.ideal_full_marks += result.ideal_ok
                 report.corrupted_zero += result.corrupted_ok
             if report.slowest is None or result.seconds > report.slowest.seconds:
@@ -370,7 +399,7 @@ def format_report(report: AuditReport, data: str = "", max_failures: int = 5) ->
         f"rewards: {maxima}; evaluation reward: {report.evaluation}",
         f"  rows                 {report.rows}",
         f"  ideal full marks     {report.ideal_full_marks} ({_percent(report.ideal_fraction)})",
-        f"  corrupted scoring 0  {report.corrupted_zero} ({_percent(report.corrupted_fraction)})",
+        f"  {report.corrupted_label:<20} {report.corrupted_zero} ({_percent(report.corrupted_fraction)})",
         f"  unscorable (None)    {report.unscorable}",
         f"  no gold answer       {report.no_gold_answer}",
     ]

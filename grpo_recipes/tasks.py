@@ -17,6 +17,8 @@ from typing import Any, Literal
 
 from rewards.typecheck import FieldError, check_mapping, parameters
 
+from .countdown_task import check_countdown, countdown, countdown_capacity
+
 
 def _evaluate(operands: list[int], operators: list[str]) -> int:
     """Evaluate with the usual precedence: products first, then sums and differences left to right."""
@@ -147,5 +149,11 @@ class Generator:
 GENERATORS: dict[str, Generator] = {
     "arithmetic": Generator(
         arithmetic, columns=("question", "answer"), check=_check_arithmetic, capacity=arithmetic_capacity
+    ),
+    "countdown": Generator(
+        countdown,
+        columns=("question", "numbers", "target", "solution"),
+        check=check_countdown,
+        capacity=countdown_capacity,
     ),
 }
