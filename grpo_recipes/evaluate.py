@@ -334,9 +334,12 @@ def evaluate_model(
     rows = eval_rows(recipe, data_path, limit)
     problems = list(range(launch.rank, len(rows), launch.world))
     mine = rows.select(problems)
+    if backend == "vllm" and launch.world > 1:
+        # Each process's engine sees its own GPU only; set before anything initialises CUDA.
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+        devices = visible.split(",") if visible else [str(i) for i in range(launch.local_rank + 1)]
+        os.environ["CUDA_VISIBLE_DEVICES"] = devices[launch.local_rank % len(devices)]
     device = _device(launch)
-    if device.startswith("cuda") and backend == "vllm":
-        os.environ["CUDA_VISIBLE_DEVICES"] = str(launch.local_rank)  # before vLLM initialises CUDA
     log(
         f"evaluating {model} on {len(problems)} of {len(rows)} problems "
         f"({settings.describe()}, {backend}, process {launch.rank} of {launch.world})"
@@ -527,7 +530,7 @@ def greedy_accuracy(
     metrics = summarize(samples, votes=recipe.evaluation_function.reads_answers)
     by_problem = [bool(g[0]["correct"]) for g in group_by_problem(samples)]
     correct, total = sum(by_problem), len(by_problem)
-    log(f"  evaluated {total} problems: {correct} correct")
+    log(f"  evaluated {total} problems ({len(set(share))} on this process): {correct} correct")
     if samples_path is not None and rank == 0:
         with open(samples_path, "w") as handle:
             for record in sorted(samples, key=lambda r: r["problem"]):

@@ -392,7 +392,11 @@ def train(
         log(
             f"outputs in {out}/: model, resolved_recipe.yaml, run_info.json, log_history.json, reward_curve.png"
         )
-        # Under ZeRO-3 or FSDP the saved output is the model to evaluate (the in-memory one is sharded).
+        info = _distribution_info(trainer)
+        if info["zero_stage"] == 3 or info["distributed_type"] == "FSDP":
+            # The in-memory weights are sharded across processes: the saved output is the model to evaluate.
+            how = "ZeRO-3" if info["zero_stage"] == 3 else "FSDP"
+            log(f"trained with {how}: {out} holds the gathered model; evaluate it from there (command below)")
         log(f"evaluate it (SAMPLES=8 for pass@8 and maj@8): {eval_command(recipe, out)}")
     return summary
 

@@ -74,7 +74,7 @@ def test_greedy_accuracy_scores_generations_with_the_recipe_reward(tiny_model):
     lines = []
     result = greedy_accuracy(model, tokenizer, datasets.Dataset.from_list(rows), recipe, log=lines.append)
     assert result.total == 5 and 0 <= result.correct <= 5
-    assert lines == [f"  evaluated 5 problems: {result.correct} correct"]
+    assert lines == [f"  evaluated 5 problems (5 on this process): {result.correct} correct"]
     assert len(result.examples) == 5 and all(isinstance(e["completion"], str) for e in result.examples)
     assert [
         e["correct"] for e in result.examples

@@ -70,7 +70,11 @@ def check_run(out, log, dist: str, gen: str, lora: str) -> dict:
     assert "[rank 0 of 2]" in log and "[rank 1 of 2]" in log
 
     # Evaluation ran on both ranks, 2 of the 4 held-out prompts each, and the results were gathered.
-    assert log.count("evaluated 2/2 on this process") == 2  # the main rank's line, before and after
+    assert (
+        log.count("evaluated 4 problems (2 on this process)") == 2
+    )  # the main rank's line, before and after
+    if dist.startswith("zero3"):
+        assert f"trained with ZeRO-3: {out} holds the gathered model" in log
     for name in ("eval_before.json", "eval_after.json"):
         result = json.loads((out / name).read_text())
         assert result["total"] == 4 and len(result["examples"]) == 4
