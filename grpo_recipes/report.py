@@ -380,6 +380,9 @@ def read_run(run_dir: str | Path) -> RunFolder:
         and after_file.stat().st_mtime < history_file.stat().st_mtime
     ):
         run.after = None  # an earlier run's: this one has not evaluated its trained model (yet)
+    if run.summary is not None:  # a finished run says which evaluations it made (none with evaluation off)
+        run.before = run.before if run.summary.get("before") is not None else None
+        run.after = run.after if run.summary.get("after") is not None else None
     recipe_file = path / "resolved_recipe.yaml"
     if recipe_file.is_file():
         text = recipe_file.read_text()

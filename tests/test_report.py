@@ -112,6 +112,8 @@ def write_run_folder(path: Path, log_history: list[dict], finished: bool = True)
                 {
                     "global_step": 30,
                     "train_seconds": 600.0,
+                    "before": {"accuracy": 0.25},
+                    "after": {"accuracy": 0.4},
                     "sampling": {"steps": 30, "zero_gradient_steps": 1},
                 }
             )
@@ -154,6 +156,14 @@ def test_a_stopped_run_shows_no_stale_summary_or_after_evaluation(tmp_path):
     assert "- steps: 40 of max_steps=30 (no summary.json for these steps" in text
     assert "| after | not evaluated | - |" in text and "eval_after.json" not in text
     assert "- wall time of training: 1 min 01 s" in text  # from the trainer's own train_runtime
+
+
+def test_a_finished_run_without_evaluation_shows_none_left_by_an_earlier_run(tmp_path):
+    run = write_run_folder(tmp_path / "run", history())
+    summary = json.loads((run / "summary.json").read_text())
+    (run / "summary.json").write_text(json.dumps({**summary, "before": None, "after": None}))
+    text = write_report(run)[-1].read_text()
+    assert "Held-out accuracy" not in text and "eval_before.json" not in text
 
 
 def test_a_missing_empty_or_broken_run_folder_is_one_clear_error(tmp_path):
