@@ -489,6 +489,13 @@ def _run_lines(run: RunFolder) -> list[str]:
         lines.append(f"- wall time of training: {format_duration(seconds)}{per_step}")
     elif runtime is not None:
         lines.append(f"- wall time of training: {format_duration(float(runtime))}")
+    else:
+        _, step_times = reward_series(run.log_history, "step_time")
+        if step_times:
+            lines.append(
+                f"- time in the {len(step_times)} logged steps: {format_duration(sum(step_times))} "
+                "(the sum of `step_time`; the trainer had not written its total)"
+            )
     if (
         run.path / "runs"
     ).is_dir():  # where transformers' TensorBoard callback writes (report_to: tensorboard)
@@ -504,17 +511,18 @@ def _run_lines(run: RunFolder) -> list[str]:
     return lines
 
 
-def _first_last_rows(run: RunFolder) -> tuple[list[list[str]], int]:
+def _first_last_rows(run: RunFolder) -> tuple[list[list[str]], int, int]:
     keys = ["reward"]
     keys += sorted(k for k in _logged(run.log_history) if k.startswith("rewards/") and k.endswith("/mean"))
     keys += ["zero_variance_groups", "completions/mean_length", "completions/clipped_ratio", "kl", "entropy"]
-    rows, covered = [], 0
+    rows, covered, logged = [], 0, 0
     for key in keys:
         _, values = reward_series(run.log_history, key)
         if values:
             first, last, covered = first_and_last(values)
+            logged = max(logged, len(values))
             rows.append([f"`{key}`", _number(first), _number(last), _number(last - first, signed=True)])
-    return rows, covered
+    return rows, covered, logged
 
 
 def _versions(run: RunFolder) -> dict[str, str]:
@@ -530,10 +538,13 @@ def render_report_md(run: RunFolder, pictures: list[str]) -> str:
     lines += ["## Recipe", "", *(_recipe_lines(run) or ["- no resolved_recipe.yaml or run_info.json"]), ""]
     lines += ["## Run", "", *(_run_lines(run) or ["- no steps logged"]), ""]
 
-    rows, covered = _first_last_rows(run)
+    rows, covered, logged = _first_last_rows(run)
     if rows:
         lines += ["## Training metrics, first vs last steps", ""]
-        lines += [f"Means over the first and the last {covered} logged step(s) (a tenth of them).", ""]
+        lines += [
+            f"Means over the first and the last {covered} of the {logged} logged steps (a tenth, at least one).",
+            "",
+        ]
         lines += _table(["metric", f"first {covered}", f"last {covered}", "change"], rows) + [""]
 
     if run.before or run.after:

@@ -134,7 +134,7 @@ def test_report_of_a_hand_made_run_folder(tmp_path):
     assert "- wall time of training: 10 min 00 s, 20.0 s a step" in text
     assert "- steps with zero gradient: 1 of 30" in text
     # First and last 10 % = 3 steps: rewards 1/30..3/30 and 28/30..30/30.
-    assert "Means over the first and the last 3 logged step(s)" in text
+    assert "Means over the first and the last 3 of the 30 logged steps" in text
     assert "| `reward` | 0.067 | 0.967 | +0.900 |" in text
     assert "| before | 25.0 % [20.0, 30.0] (50/200) | [eval_before.json](eval_before.json) |" in text
     assert "| after | 40.0 % [33.0, 47.0] (80/200) | [eval_after.json](eval_after.json) |" in text
@@ -156,6 +156,10 @@ def test_a_stopped_run_shows_no_stale_summary_or_after_evaluation(tmp_path):
     assert "- steps: 40 of max_steps=30 (no summary.json for these steps" in text
     assert "| after | not evaluated | - |" in text and "eval_after.json" not in text
     assert "- wall time of training: 1 min 01 s" in text  # from the trainer's own train_runtime
+    # Interrupted: no train_runtime either; the steps' own times add up.
+    (run / "log_history.json").write_text(json.dumps(history(steps=40, step_time=3.0)[:-1]))
+    text = (write_report(run)[-1]).read_text()
+    assert "- time in the 40 logged steps: 2 min 00 s (the sum of `step_time`" in text
 
 
 def test_a_finished_run_without_evaluation_shows_none_left_by_an_earlier_run(tmp_path):
