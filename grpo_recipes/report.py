@@ -213,8 +213,10 @@ def plot_report(log_history: list[dict[str, Any]], path: str | Path, title: str 
         # Tick labels in full: an offset text ("1e-5+1.08e1") would sit on the panel's title.
         if panel.smooth:
             ax.ticklabel_format(axis="y", useOffset=False)
-        else:  # the learning rate's small values
+        else:  # the learning rate: small values, from 0 so that a constant one gets distinct tick labels
             ax.yaxis.set_major_formatter(FormatStrFormatter("%.1e"))
+            top = max(max(reward_series(log_history, key)[1]) for key, _ in panel.series)
+            ax.set_ylim(0, 1.1 * top if top > 0 else 1.0)
         if len(panel.series) > 1:
             ax.legend(
                 loc="upper center",
