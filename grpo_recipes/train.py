@@ -5,7 +5,7 @@ The steps, in order (each reads top to bottom below):
   2. `load_splits`: the dataset and its prompts (column errors surface here, before any model loads).
   3. the model, the tokenizer, the optional LoRA adapter.
   4. greedy accuracy on the held-out split, then `GRPOTrainer.train`, then the same accuracy again.
-  5. the output directory: resolved recipe, versions, logs, reward curve, model, before/after figures.
+  5. the output directory: resolved recipe, versions, logs, model, before/after figures, the run report.
 """
 
 from __future__ import annotations
@@ -23,10 +23,11 @@ from typing import Any
 
 import yaml
 
+from .console import quiet_raw_logs, step_log_callback
 from .data import load_splits, peek_columns
 from .preflight import preflight
 from .recipe import Recipe, RecipeError, check_columns, trainer_fields
-from .report import before_after_table, format_accuracy, plot_reward_curve, sampling_summary
+from .report import before_after_table, format_accuracy, sampling_summary, write_report
 from .reward_stack import RewardStack
 
 PACKAGES = (
@@ -147,44 +148,21 @@ def check(recipe: Recipe, load_data: bool = True, log=print) -> None:
     log(f"{recipe.source}: OK")
 
 
-def _progress_callback(log, max_steps: int):
-    from transformers import TrainerCallback
-
-    class StepLog(TrainerCallback):
-        """One readable line per logged step: the mean reward is what tells a run is learning."""
-
-        def __init__(self):
-            self.start = time.time()
-
-        def on_log(self, args, state, control, logs=None, **kwargs):
-            if not state.is_world_process_zero or not logs or "reward" not in logs:
-                return
-            extra = (
-                f"  zero-variance groups {logs['zero_variance_groups']:.2f}"
-                if "zero_variance_groups" in logs
-                else ""
-            )
-            if "groups_generated" in logs:
-                extra += f"  kept {logs['groups_kept']:.0f}/{logs['groups_generated']:.0f} groups"
-            length = (
-                f"  mean length {logs['completions/mean_length']:.1f}"
-                if "completions/mean_length" in logs
-                else ""
-            )
-            log(
-                f"step {state.global_step}/{max_steps or state.max_steps}  reward {logs['reward']:.3f}"
-                f"{extra}{length}  ({time.time() - self.start:.0f} s)"
-            )
-
-    return StepLog()
-
-
 def _write_json(path: Path, data: Any) -> None:
     path.write_text(json.dumps(data, indent=2) + "\n")
 
 
 def _update_json(path: Path, data: dict[str, Any]) -> None:
     _write_json(path, {**(json.loads(path.read_text()) if path.is_file() else {}), **data})
+
+
+def _write_run_report(out: Path, log) -> None:
+    """report.md, report.png and reward_curve.png from the run folder's files; a failure here is reported,
+    never raised, so it cannot hide the error that ended training."""
+    try:
+        write_report(out)
+    except Exception as err:
+        log(f"warning: could not write the run report in {out}: {type(err).__name__}: {err}")
 
 
 def _distribution_info(trainer) -> dict[str, Any]:
@@ -330,7 +308,7 @@ def train(
         rank_log(f"held-out accuracy {when} training: {format_accuracy(results[when])}")
 
     stack = RewardStack.for_recipe(recipe)
-    callbacks = [_progress_callback(log, config.max_steps)]
+    callbacks = [step_log_callback(log, config.max_steps)]
     if evaluate:
         callbacks.append(_before_training_callback(lambda: evaluate_policy("before", reuse_saved=bool(last))))
     if time_limit_minutes is not None:  # after the before-evaluation, so that the limit counts training only
@@ -346,18 +324,17 @@ def train(
         dynamic_sampling=recipe.sampling.dynamic,
         max_rounds=recipe.sampling.max_rounds,
     )
+    quiet_raw_logs(trainer)  # the step line above replaces transformers' raw dict of every log
     if main:
         _update_json(out / "run_info.json", _distribution_info(trainer))
     started = time.time()
     try:
         trainer.train(resume_from_checkpoint=last)
-    finally:  # a crashed or interrupted run still leaves its curve and logs
+    finally:  # a crashed or interrupted run still leaves its curves, logs and report
         if main:
             out.mkdir(parents=True, exist_ok=True)
             _write_json(out / "log_history.json", trainer.state.log_history)
-            plot_reward_curve(
-                trainer.state.log_history, out / "reward_curve.png", title=f"{recipe.name}: reward"
-            )
+            _write_run_report(out, log)
     train_seconds = time.time() - started
     trainer.save_model(str(out))
     if evaluate:
@@ -379,6 +356,7 @@ def train(
     }
     if main:
         _write_json(out / "summary.json", summary)
+        _write_run_report(out, log)  # again, now with the after-evaluation and summary.json
         counts = summary["sampling"]
         kept = (
             f"; dynamic sampling kept {counts['groups_kept']} of {counts['groups_generated']} groups generated "
@@ -390,7 +368,8 @@ def train(
         if before or after:
             log(before_after_table(before, after, comparison))
         log(
-            f"outputs in {out}/: model, resolved_recipe.yaml, run_info.json, log_history.json, reward_curve.png"
+            f"outputs in {out}/: model, resolved_recipe.yaml, run_info.json, log_history.json, "
+            f"report.md, report.png, reward_curve.png (again: python scripts/report.py {out})"
         )
         info = _distribution_info(trainer)
         if info["zero_stage"] == 3 or info["distributed_type"] == "FSDP":
