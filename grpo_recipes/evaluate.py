@@ -334,11 +334,6 @@ def evaluate_model(
     rows = eval_rows(recipe, data_path, limit)
     problems = list(range(launch.rank, len(rows), launch.world))
     mine = rows.select(problems)
-    if backend == "vllm" and launch.world > 1:
-        # Each process's engine sees its own GPU only; set before anything initialises CUDA.
-        visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-        devices = visible.split(",") if visible else [str(i) for i in range(launch.local_rank + 1)]
-        os.environ["CUDA_VISIBLE_DEVICES"] = devices[launch.local_rank % len(devices)]
     device = _device(launch)
     log(
         f"evaluating {model} on {len(problems)} of {len(rows)} problems "
@@ -350,7 +345,9 @@ def evaluate_model(
         with model_folder(model, recipe.model) as folder:
             tokenizer = load_tokenizer(replace(recipe.model, name_or_path=folder))
             ids = prompt_token_ids(mine["prompt"], tokenizer, chat_kwargs)
-            generations = generate_vllm(folder, recipe.model, ids, settings) if ids else []
+            generations = (
+                generate_vllm(folder, recipe.model, ids, settings, device=_engine_gpu(launch)) if ids else []
+            )
     else:
         tokenizer, policy = load_eval_model(model, recipe.model, device)
         policy.eval()
@@ -384,6 +381,15 @@ def _device(launch: Launch) -> str:
     import torch
 
     return f"cuda:{launch.local_rank}" if torch.cuda.is_available() else "cpu"
+
+
+def _engine_gpu(launch: Launch) -> str | None:
+    """The one GPU a launched process's vLLM engine may see (its local rank's), or None when not launched."""
+    if launch.world == 1:
+        return None
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    devices = visible.split(",") if visible else [str(launch.local_rank)]
+    return devices[launch.local_rank % len(devices)]
 
 
 def _meet(

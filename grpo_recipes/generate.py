@@ -15,7 +15,7 @@ import shutil
 import socket
 import tempfile
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -207,32 +207,65 @@ def generate_vllm(
     prompt_ids: Sequence[Sequence[int]],
     settings: SamplingSettings,
     memory: float | None = None,
+    device: str | None = None,
 ) -> list[list[Generation]]:
-    """`settings.samples` completions for each prompt with vLLM (its own progress bar).
+    """`settings.samples` completions for each prompt with vLLM (its own progress bar), in a child process.
 
-    The engine runs inside this process as a one-process group (`external_launcher`, as TRL's colocate
-    mode); under a multi-process launch each process is its own group of one, on its own device.
+    A child process per call: vLLM sizes its cache from the memory its process already holds (on a CPU) and
+    does not give it back when the engine is dropped, so a second model evaluated by the same process (make
+    compare) would find no room. `device`: the GPU index the engine may see (one per launched process).
     """
+    import subprocess
+    import sys
+
+    request = {
+        "model": model_path,
+        "revision": None if Path(model_path).exists() else spec.revision,
+        "trust_remote_code": spec.trust_remote_code,
+        "dtype": spec.dtype,
+        "prompt_ids": [list(ids) for ids in prompt_ids],
+        "settings": asdict(settings),
+        "memory": memory,
+    }
+    env = dict(os.environ)
+    # The engine runs as a one-process group of its own (`external_launcher`, as TRL's colocate mode).
+    env.update(
+        RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port())
+    )
+    if device is not None:
+        env["CUDA_VISIBLE_DEVICES"] = device
+    with tempfile.TemporaryDirectory(prefix="grpo-eval-vllm-") as folder:
+        request_file, response_file = Path(folder) / "request.json", Path(folder) / "response.json"
+        request_file.write_text(json.dumps(request))
+        command = [sys.executable, "-m", "grpo_recipes.generate", str(request_file), str(response_file)]
+        status = subprocess.run(command, env=env).returncode
+        if status != 0 or not response_file.is_file():
+            raise RuntimeError(f"vLLM generation failed (exit status {status}); its error is printed above")
+        response = json.loads(response_file.read_text())
+    return [[Generation(*sample) for sample in samples] for samples in response]
+
+
+def _vllm_worker(request_file: str, response_file: str) -> None:
+    """The child process of `generate_vllm`: one engine, one generate call, the results as JSON."""
     import torch
-
-    from .models import resolve_dtype
-
-    for key, value in {"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1"}.items():
-        os.environ[key] = value
-    os.environ["MASTER_PORT"] = str(_free_port())
     from vllm import LLM, SamplingParams
     from vllm.inputs import TokensPrompt
 
+    from .models import resolve_dtype
+
+    request = json.loads(Path(request_file).read_text())
+    settings = SamplingSettings(**request["settings"])
+    prompt_ids = request["prompt_ids"]
     cpu = not torch.cuda.is_available()
     longest = max(len(ids) for ids in prompt_ids) + settings.max_new_tokens
     llm = LLM(
-        model=model_path,
-        revision=None if Path(model_path).exists() else spec.revision,
-        trust_remote_code=spec.trust_remote_code,
-        dtype=str(resolve_dtype(spec.dtype)).removeprefix("torch."),
+        model=request["model"],
+        revision=request["revision"],
+        trust_remote_code=request["trust_remote_code"],
+        dtype=str(resolve_dtype(request["dtype"])).removeprefix("torch."),
         seed=settings.seed,
         enforce_eager=cpu,  # compiling the model costs minutes on a CPU
-        gpu_memory_utilization=memory or (CPU_VLLM_MEMORY if cpu else GPU_VLLM_MEMORY),
+        gpu_memory_utilization=request["memory"] or (CPU_VLLM_MEMORY if cpu else GPU_VLLM_MEMORY),
         max_model_len=longest,
         max_num_batched_tokens=max(4096, longest),
         distributed_executor_backend="external_launcher",
@@ -244,11 +277,20 @@ def generate_vllm(
         max_tokens=settings.max_new_tokens,
         seed=settings.seed,
     )
-    outputs = llm.generate([TokensPrompt(prompt_token_ids=list(ids)) for ids in prompt_ids], params)
-    return [
-        [
-            Generation(sample.text, len(sample.token_ids), sample.finish_reason == "length")
-            for sample in output.outputs
-        ]
+    outputs = llm.generate([TokensPrompt(prompt_token_ids=ids) for ids in prompt_ids], params)
+    response = [
+        [(sample.text, len(sample.token_ids), sample.finish_reason == "length") for sample in output.outputs]
         for output in outputs
     ]
+    partial = Path(response_file).with_suffix(".partial")
+    partial.write_text(json.dumps(response))
+    partial.replace(response_file)
+
+
+if __name__ == "__main__":
+    import sys
+
+    _vllm_worker(sys.argv[1], sys.argv[2])
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)  # skip the interpreter's teardown: the engine's libraries report leaks at exit

@@ -343,20 +343,22 @@ def test_compare_a_lora_adapter_with_its_base(tmp_path, tiny_model):
 
 
 @pytest.mark.slow
-def test_evaluate_with_vllm_matches_the_file_contract(tmp_path, tiny_model):
-    """vLLM's CPU build, with an adapter to merge: the same files, the same recomputation."""
+def test_compare_with_vllm_matches_the_file_contract(tmp_path, tiny_model):
+    """vLLM's CPU build, an adapter to merge, and two engines one after the other (make compare)."""
     pytest.importorskip("vllm")
     recipe = _recipe(tmp_path, tiny_model)
     adapter = _adapter(tiny_model, tmp_path / "adapter")
     out = tmp_path / "eval"
     result = run_script(
-        "evaluate.py", "--config", str(recipe), "--model", str(adapter), "--samples", "4", "--temperature", "1.0",
-        "--output-dir", str(out),
+        "evaluate.py", "--config", str(recipe), "--model", str(adapter), "--base", str(tiny_model),
+        "--samples", "4", "--temperature", "1.0", "--output-dir", str(out),
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
-    metrics, samples = check_folder(out, problems=8, samples_per_problem=4)
-    assert metrics["backend"] == "vllm"
-    assert all(0 < r["tokens"] <= 6 for r in samples if r["completion"])
+    for role in ("base", "model"):
+        metrics, samples = check_folder(out / role, problems=8, samples_per_problem=4)
+        assert metrics["backend"] == "vllm"
+        assert all(0 < r["tokens"] <= 6 for r in samples if r["completion"])
+    assert (out / "model" / "comparison.json").is_file()
     assert not list(Path("/tmp").glob("grpo-eval-merged-*")), "the merged copy of the adapter is left behind"
 
 
