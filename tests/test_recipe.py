@@ -307,6 +307,7 @@ def test_the_rewards_built_by_the_checker_are_the_ones_training_and_evaluation_u
         lambda d: d.update(
             rewards=[{"name": "numeric_accuracy"}, {"name": "think_format", "weight": 0.5}],
             evaluation={"reward": "gsm8k_accuracy"},  # not in the stack: built once too
+            audit={"completion_template": "Answer: {answer}"},
         )
     )
     recipe = parse_recipe(data, "r.yaml", check_trainer=False)
