@@ -316,3 +316,20 @@ def test_script_without_data_audits_the_recipes_files_and_exits_2_offline_for_a_
             "audit a local copy with --data FILE (make audit DATA=FILE)."
         )
     ), offline.stderr
+
+
+def test_make_audit_passes_data_only_when_given():
+    import shutil
+    import subprocess
+
+    if shutil.which("make") is None:
+        pytest.skip("make is not installed")
+
+    def audit_command(*variables: str) -> str:
+        dry = subprocess.run(
+            ["make", "-n", "audit", "RECIPE=default", *variables], cwd=REPO, capture_output=True, text=True
+        )
+        return next(line for line in dry.stdout.splitlines() if "audit_rewards.py" in line)
+
+    assert audit_command().split("audit_rewards.py", 1)[1].split() == ["--config", "recipes/default.yaml"]
+    assert "--data rows.jsonl" in audit_command("DATA=rows.jsonl")
