@@ -84,6 +84,7 @@ class Splits:
     held_out_of_train: int = 0
     """Rows taken out of the training data for evaluation, when the recipe names no held-out data."""
     rows_before_hold_out: int = 0
+    """The training data's rows before any were held out."""
 
     def describe(self) -> str:
         """The log line about the data: row counts, and where held-out rows came out of the training data.
