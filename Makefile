@@ -120,12 +120,13 @@ bench-rewards: setup
 bench-generation: setup-cpu-dist model
 	$(PY) scripts/bench_generation.py $(ARGS)
 
-DATA ?= ../shared/data/gsm8k/test.jsonl
 bench-sampling: setup model
 	$(PY) scripts/bench_sampling.py $(ARGS)
 
+# Without DATA the recipe's own data is audited (its dataset files, or its generator's rows); DATA=file overrides.
+DATA ?=
 audit: setup
-	$(PY) scripts/audit_rewards.py --config recipes/$(RECIPE).yaml --data $(DATA) $(ARGS)
+	$(PY) scripts/audit_rewards.py --config recipes/$(RECIPE).yaml $(if $(DATA),--data $(DATA)) $(ARGS)
 
 RUN ?= outputs/$(RECIPE)
 report: setup

@@ -1,7 +1,8 @@
 """The reward audit: do a recipe's rewards give full marks to the gold solution, and nothing to a wrong answer?
 
-For every dataset row, two completions are written in the recipe's output format
-(`recipe.audit.completion_template`): the *ideal* one from the row's gold solution, and a *corrupted* one,
+For every dataset row, two completions are written in the recipe's output format (`audit.completion_template`,
+else the format the prompt asks for: see `completion_template`): the *ideal* one from the row's gold
+solution, and a *corrupted* one,
 the same with the final answer changed so that it is certainly wrong. Both are scored by the recipe's
 reward stack exactly as TRL's GRPOTrainer calls it: the prompt from `build_prompt` as `prompts`, the gold
 under `solution`, the row's other columns as keyword arguments, chat-shaped completions for a
@@ -23,6 +24,7 @@ Example:
 from __future__ import annotations
 
 import math
+import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -34,9 +36,10 @@ from rewards.extract import find_boxed
 from rewards.math_rewards import fast_verdict, prepare_answer
 from rewards.number_parsing import format_number
 
-from .data import build_prompt, load_local_file
+from .data import build_prompt, load_hub_split, load_local_file
 from .recipe import LOCAL_DATA_SUFFIXES, Recipe, RecipeError, check_columns
 from .reward_stack import RewardStack
+from .tasks import GENERATORS
 
 #: Keyword arguments TRL builds itself rather than taking from the dataset row.
 _NOT_COLUMNS = ("prompt", "completion", "completion_ids")
@@ -68,9 +71,122 @@ def load_rows(path: str | Path, limit: int | None = None) -> list[dict[str, Any]
     return dataset.to_list()
 
 
+def recipe_data(recipe: Recipe, limit: int | None = None) -> list[tuple[str, list[dict[str, Any]]]]:
+    """The recipe's own rows, by source, as (what they are, rows): what the audit reads without `--data`.
+
+    A generator's training and held-out rows together; else `dataset.path`'s training split, then the
+    held-out data when the recipe names some (`dataset.eval_path`, or a Hub dataset's `eval_split`).
+
+    >>> from grpo_recipes.recipe import load_recipe
+    >>> [(what, len(rows)) for what, rows in recipe_data(load_recipe("recipes/default.yaml", check_trainer=False))]
+    [('rows of dataset.generator arithmetic (163 training + 200 held-out)', 363)]
+    """
+    spec = recipe.dataset
+    if spec.generator is not None:
+        gen = spec.generator
+        train, held_out = GENERATORS[gen.name].splits(gen.train_size, gen.eval_size, gen.seed, **gen.params)
+        what = f"rows of dataset.generator {gen.name} ({len(train)} training + {len(held_out)} held-out)"
+        return [(what, (train + held_out)[:limit])]
+    sources = [("dataset.path", spec.path, spec.config, spec.train_split)]
+    if spec.eval_path:
+        # As in training: a Hub dataset's config applies to its own splits, not to another dataset's.
+        sources.append(("dataset.eval_path", spec.eval_path, None, spec.eval_split or "test"))
+    elif spec.eval_split:
+        sources.append(("dataset.eval_split", spec.path, spec.config, spec.eval_split))
+    found = []
+    for key, path, config, split in sources:
+        if Path(path).suffix in LOCAL_DATA_SUFFIXES:
+            found.append((f"{key} {path}", load_rows(path, limit)))
+            continue
+        try:
+            dataset = load_hub_split(path, config, split)
+        except Exception as err:  # offline, or no such dataset: the user can point --data at a file
+            raise AuditInputError(
+                f"{recipe.source}: {key}: the Hub dataset {path} (split {split}) cannot be loaded "
+                f"({type(err).__name__}); audit a local copy with --data FILE (make audit DATA=FILE)."
+            ) from None
+        rows = dataset.select(range(min(limit, len(dataset)))) if limit else dataset
+        found.append((f"{key} {path} (split {split})", rows.to_list()))
+    return found
+
+
 # --------------------------------------------------------------------------------------------------------
 # Ideal and corrupted completions from the gold.
 # --------------------------------------------------------------------------------------------------------
+
+#: The answer formats a prompt can ask for: how the request reads in the prompt, and how the ideal
+#: completion states the answer. The order is the one they are listed in when none or several are found.
+ANSWER_FORMATS: dict[str, tuple[re.Pattern[str], str]] = {
+    "\\boxed{}": (re.compile(r"\\boxed"), "The final answer is \\boxed{{{answer}}}."),
+    "<answer>": (re.compile(r"<answer>", re.IGNORECASE), "<answer>{answer}</answer>"),
+    "'Answer: N'": (re.compile(r"\banswer\s*:", re.IGNORECASE), "Answer: {answer}"),
+    "'The answer is N'": (
+        re.compile(r"\bthe (?:final )?answer is\b", re.IGNORECASE),
+        "The answer is {answer}.",
+    ),
+    "'#### N'": (re.compile(r"####"), "#### {answer}"),
+}
+#: An accuracy reward's `answer_format` param -> the format above it reads.
+_REWARD_FORMATS = {"boxed": "\\boxed{}", "answer_tag": "<answer>"}
+_THINK_REWARDS = ("think_format", "tag_count")
+
+
+def completion_template(recipe: Recipe) -> tuple[str, str]:
+    r"""The ideal completion's template and where it comes from (for the report).
+
+    `audit.completion_template` when the recipe sets one. Otherwise the answer format the prompt asks
+    for (`\boxed{}`, `<answer>`, 'Answer: N', 'The answer is N', '#### N'), else the one the evaluation
+    reward's `answer_format` param reads. The reasoning goes in a `<think>` block when the prompt asks
+    for one or a think_format/tag_count reward scores it. No format, or several: a RecipeError telling
+    which `audit.completion_template` to set, as a default format would test what the model is never
+    asked to write.
+
+    >>> from grpo_recipes.recipe import load_recipe
+    >>> completion_template(load_recipe("recipes/default.yaml", check_trainer=False))
+    ('{reasoning}\n\nAnswer: {answer}', "the prompt, which asks for 'Answer: N'")
+    """
+    if recipe.audit.completion_template is not None:
+        return recipe.audit.completion_template, "audit.completion_template"
+    prompt = recipe.prompt
+    asked = [
+        name
+        for name, (pattern, _) in ANSWER_FORMATS.items()
+        if any(pattern.search(text or "") for text in (prompt.system, prompt.user))
+    ]
+    reward_format = getattr(recipe.evaluation_function, "answer_format", None)
+    # Written as in a YAML double-quoted value, so the error stays on one line.
+    example = 'e.g. "{reasoning}\\n\\nAnswer: {answer}" (literal braces doubled: \\\\boxed{{{answer}}})'
+    if len(asked) > 1:
+        raise RecipeError(
+            recipe.source,
+            "audit.completion_template",
+            f"the prompt names several answer formats ({', '.join(asked)}), so the audit cannot tell which "
+            f"one an ideal completion uses; set audit.completion_template to what the model should write, "
+            f"{example}.",
+        )
+    if asked:
+        chosen, why = asked[0], f"the prompt, which asks for {asked[0]}"
+    elif reward_format in _REWARD_FORMATS:
+        index = next((i for i, spec in enumerate(recipe.rewards) if spec is recipe.evaluation_reward), None)
+        key = "evaluation.reward" if index is None else f"rewards[{index}]"
+        chosen = _REWARD_FORMATS[reward_format]
+        why = f"{key}.params.answer_format={reward_format} (the prompt names no answer format)"
+    else:
+        raise RecipeError(
+            recipe.source,
+            "audit.completion_template",
+            f"the prompt names no answer format ({', '.join(ANSWER_FORMATS)}) and the evaluation reward "
+            f"{recipe.evaluation_reward.name} has no answer_format param, so the audit cannot tell what an "
+            f"ideal completion looks like; say in the prompt how to answer, or set "
+            f"audit.completion_template, {example}.",
+        )
+    ending = ANSWER_FORMATS[chosen][1]
+    thinks = [spec for spec in recipe.rewards if spec.name in _THINK_REWARDS]
+    if thinks or any("<think>" in (text or "") for text in (prompt.system, prompt.user)):
+        # A chat template that opens <think> itself: the completion starts inside the block.
+        opening = "" if any(spec.params.get("think_prefilled") for spec in thinks) else "<think>\n"
+        return f"{opening}{{reasoning}}\n</think>\n{ending}", why
+    return f"{{reasoning}}\n\n{ending}", why
 
 
 def split_gold(gold: str, style: str) -> tuple[str, str | None]:
@@ -212,6 +328,12 @@ class AuditReport:
     """How the answer was read from the gold (`audit.gold_answer`)."""
     wrong_score: float = 0.0
     """The most the evaluation reward may give a corrupted completion (`wrong_answer_score`): usually 0."""
+    completion_template: str = ""
+    """The template the completions were written with."""
+    template_source: str = ""
+    """Where the template comes from: `audit.completion_template`, the prompt, or the reward's params."""
+    example: tuple[int, str, str] | None = None
+    """(row, ideal completion, corrupted completion) of the first row with a gold answer."""
     rows: int = 0
     ideal_full_marks: int = 0
     corrupted_zero: int = 0
@@ -272,7 +394,8 @@ def audit(
     """
     if rows:
         check_columns(recipe, list(rows[0]))
-    _check_template(recipe)
+    template, template_source = completion_template(recipe)
+    _check_template(recipe, template)
     started = time.perf_counter()
     stack = RewardStack.for_recipe(recipe)
     # (label, what is called, the reward behind it): the stack's functions, as training calls them.
@@ -295,6 +418,8 @@ def audit(
         max_scores={label: reward.max_score for label, _, reward in functions},
         gold_answer=recipe.audit.gold_answer,
         wrong_score=wrong_answer_score(next(r for label, _, r in functions if label == evaluation)),
+        completion_template=template,
+        template_source=template_source,
         rows=len(rows),
     )
     spec = recipe.prompt
@@ -306,10 +431,10 @@ def audit(
             report.no_gold_answer += 1
         else:
             result.wrong = wrong_answer(answer, answers, index)
-            texts = [
-                recipe.audit.completion_template.format(reasoning=reasoning, answer=a)
-                for a in (answer, result.wrong)
-            ]
+            # Stripped: with a bare gold (no reasoning) the template's leading blank lines are noise.
+            texts = [template.format(reasoning=reasoning, answer=a).strip() for a in (answer, result.wrong)]
+            if report.example is None:
+                report.example = (index, texts[0], texts[1])
             completions = (
                 [[{"role": "assistant", "content": t}] for t in texts] if spec.conversational else texts
             )
@@ -346,10 +471,10 @@ def audit(
     return report
 
 
-def _check_template(recipe: Recipe) -> None:
+def _check_template(recipe: Recipe, template: str) -> None:
     """The completion template may use only {reasoning} and {answer} (literal braces doubled)."""
     try:
-        recipe.audit.completion_template.format(reasoning="", answer="")
+        template.format(reasoning="", answer="")
     except (KeyError, IndexError, ValueError) as err:
         raise RecipeError(
             recipe.source,
@@ -390,6 +515,11 @@ def _short(text: str | None, width: int = 80) -> str:
     return text if len(text) <= width else text[: width - 3] + "..."
 
 
+def _clip(text: str, width: int = 160) -> str:
+    """At most `width` characters, the middle elided: a worked solution's start and its answer both show."""
+    return text if len(text) <= width else f"{text[: width // 2 - 3]} ... {text[-(width // 2 - 2) :]}"
+
+
 def format_report(report: AuditReport, data: str = "", max_failures: int = 5) -> str:
     """The audit's figures, then the first failing rows with what each reward gave and read."""
     where = f" on {data}" if data else ""
@@ -397,6 +527,13 @@ def format_report(report: AuditReport, data: str = "", max_failures: int = 5) ->
     lines = [
         f"reward audit of recipe {report.recipe}{where}",
         f"rewards: {maxima}; evaluation reward: {report.evaluation}",
+        f"completion template (from {report.template_source}): {report.completion_template!r}",
+    ]
+    if report.example is not None:
+        row, ideal, corrupted = report.example
+        lines.append(f"  example ideal completion (row {row}):     {_clip(repr(ideal))}")
+        lines.append(f"  example corrupted completion (row {row}): {_clip(repr(corrupted))}")
+    lines += [
         f"  rows                 {report.rows}",
         f"  ideal full marks     {report.ideal_full_marks} ({_percent(report.ideal_fraction)})",
         f"  {report.corrupted_label:<20} {report.corrupted_zero} ({_percent(report.corrupted_fraction)})",

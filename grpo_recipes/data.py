@@ -51,7 +51,8 @@ def load_local_file(path: str):
     return datasets.load_dataset(LOCAL_DATA_SUFFIXES[Path(path).suffix], data_files=path, split="train")
 
 
-def _load_hub(path: str, config: str | None, split: str):
+def load_hub_split(path: str, config: str | None, split: str):
+    """One split of a Hub dataset (cached by `datasets`; offline it must be in the cache)."""
     import datasets
 
     return datasets.load_dataset(path, config, split=split)
@@ -80,13 +81,33 @@ class Splits:
     """A `datasets.Dataset` with the source columns plus `prompt` and `solution`."""
     eval: Any | None
     """Held-out rows for evaluation, same columns; None when the recipe has none and evaluation is off."""
+    held_out_of_train: int = 0
+    """Rows taken out of the training data for evaluation, when the recipe names no held-out data."""
+    rows_before_hold_out: int = 0
+    """The training data's rows before any were held out."""
+
+    def describe(self) -> str:
+        """The log line about the data: row counts, and where held-out rows came out of the training data.
+
+        >>> Splits(train=range(64), eval=range(16), held_out_of_train=16, rows_before_hold_out=80).describe()
+        'dataset: 64 training rows, 16 held-out rows (the recipe names no held-out data, dataset.eval_path or dataset.eval_split, so 16 of its 80 rows, a fifth at most, are held out of training for evaluation)'
+        """
+        line = f"dataset: {len(self.train)} training rows, {len(self.eval) if self.eval else 0} held-out rows"
+        if self.held_out_of_train:
+            line += (
+                " (the recipe names no held-out data, dataset.eval_path or dataset.eval_split, so "
+                f"{self.held_out_of_train} of its {self.rows_before_hold_out} rows, a fifth at most, are held "
+                "out of training for evaluation)"
+            )
+        return line
 
 
 def load_splits(recipe: Recipe) -> Splits:
     """Load (or generate) the train and held-out splits, check their columns, and build the prompts.
 
     When the dataset has no held-out split and evaluation is enabled, the last `evaluation.max_samples`
-    rows (after shuffling) are held out of training for it.
+    rows (after shuffling), at most a fifth of them, are held out of training for it; `Splits.describe`
+    says so.
     """
     import datasets
 
@@ -102,20 +123,21 @@ def load_splits(recipe: Recipe) -> Splits:
         train = (
             load_local_file(spec.path)
             if _is_local(spec.path)
-            else _load_hub(spec.path, spec.config, spec.train_split)
+            else load_hub_split(spec.path, spec.config, spec.train_split)
         )
         if spec.eval_path and _is_local(spec.eval_path):
             eval_set = load_local_file(spec.eval_path)
         elif spec.eval_path or spec.eval_split:
             # The same Hub dataset's config applies to its own held-out split, not to another dataset's.
             config = None if spec.eval_path else spec.config
-            eval_set = _load_hub(spec.eval_path or spec.path, config, spec.eval_split or "test")
+            eval_set = load_hub_split(spec.eval_path or spec.path, config, spec.eval_split or "test")
         if eval_set is not None:  # other data than the training rows: its columns may differ
             check_columns(recipe, eval_set.column_names, held_out=True)
 
     check_columns(recipe, train.column_names)
     if spec.shuffle_seed is not None:
         train = train.shuffle(seed=spec.shuffle_seed)
+    held, total = 0, len(train)
     if eval_set is None and recipe.evaluation.enabled:
         held = min(recipe.evaluation.max_samples, len(train) // 5)
         train, eval_set = (
@@ -129,4 +151,9 @@ def load_splits(recipe: Recipe) -> Splits:
             x for x in (spec.max_eval_samples, recipe.evaluation.max_samples, len(eval_set)) if x is not None
         )
         eval_set = with_prompts(eval_set.select(range(limit)), recipe.prompt)
-    return Splits(train=with_prompts(train, recipe.prompt), eval=eval_set)
+    return Splits(
+        train=with_prompts(train, recipe.prompt),
+        eval=eval_set,
+        held_out_of_train=held,
+        rows_before_hold_out=total,
+    )

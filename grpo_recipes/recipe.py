@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import os
 import string
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -93,13 +94,15 @@ class GeneratorSpec:
 @dataclass
 class DatasetSpec:
     path: str | None = None
-    """A Hub dataset id, or a local .jsonl/.json/.parquet/.csv file (relative to the working directory)."""
+    """A Hub dataset id, or a local .jsonl/.json/.parquet/.csv file. A relative file path is looked up next
+    to the recipe file first, then in the working directory (see `resolve_data_path`)."""
     config: str | None = None
     train_split: str = "train"
     eval_split: str | None = None
     """The held-out split: of `eval_path` when given (a Hub id), else of `path`."""
     eval_path: str | None = None
-    """A separate held-out dataset: a Hub id (with `eval_split`) or a local file."""
+    """A separate held-out dataset: a Hub id (with `eval_split`) or a local file (looked up like `path`).
+    Without it (and without `eval_split`) evaluation holds out rows of the training data."""
     max_train_samples: int | None = None
     max_eval_samples: int | None = None
     shuffle_seed: int | None = 42
@@ -152,8 +155,10 @@ class EvaluationSpec:
 class AuditSpec:
     """How `scripts/audit_rewards.py` writes an ideal completion from a row's gold solution."""
 
-    completion_template: str = "{reasoning}\n\nThe final answer is \\boxed{{{answer}}}."
-    """Filled with {reasoning} (the gold solution's text) and {answer} (its final answer)."""
+    completion_template: str | None = None
+    """Filled with {reasoning} (the gold solution's text) and {answer} (its final answer). Default: derived
+    from the answer format the prompt asks for, else the accuracy reward's `answer_format` param (see
+    `grpo_recipes.audit.derive_completion_template`); the audit refuses to guess beyond that."""
     gold_answer: Literal["raw", "gsm8k", "boxed"] = "raw"
     """How the final answer is read from the gold: the whole value, after `####`, or the last \\boxed{}."""
 
@@ -317,7 +322,26 @@ def _build_reward(source: str, key: str, spec: RewardSpec) -> reward_registry.Re
         raise RecipeError(source, join_key(f"{key}.params", err.param), err.problem) from None
 
 
-def _check_dataset(recipe: Recipe, source: str) -> None:
+def resolve_data_path(value: str, base_dir: Path | None) -> str | None:
+    """Where a local data file named in a recipe is: None when it is nowhere.
+
+    One rule: an absolute path is itself; a relative one is taken relative to the recipe file's folder
+    (`base_dir`) when the file exists there, else relative to the working directory (as before recipes
+    could sit beside their data). The result is the path to open from the working directory.
+
+    >>> resolve_data_path("README.md", Path("recipes")), resolve_data_path("default.yaml", Path("recipes"))
+    ('README.md', 'recipes/default.yaml')
+    >>> resolve_data_path("missing.jsonl", Path("recipes")) is None
+    True
+    """
+    if base_dir is not None and not Path(value).is_absolute():
+        beside = Path(os.path.normpath(base_dir / value))
+        if beside.is_file():
+            return str(beside)
+    return value if Path(value).is_file() else None
+
+
+def _check_dataset(recipe: Recipe, source: str, base_dir: Path | None) -> None:
     spec = recipe.dataset
     if (spec.path is None) == (spec.generator is None):
         raise RecipeError(
@@ -346,8 +370,16 @@ def _check_dataset(recipe: Recipe, source: str) -> None:
     else:
         for key in ("path", "eval_path"):
             value = getattr(spec, key)
-            if value is not None and Path(value).suffix in LOCAL_DATA_SUFFIXES and not Path(value).exists():
-                raise RecipeError(source, f"dataset.{key}", f"local file {value} does not exist.")
+            if value is not None and Path(value).suffix in LOCAL_DATA_SUFFIXES:
+                found = resolve_data_path(value, base_dir)
+                if found is None:
+                    where = f"next to the recipe ({base_dir}) nor " if base_dir is not None else ""
+                    raise RecipeError(
+                        source,
+                        f"dataset.{key}",
+                        f"local file {value} does not exist (looked {where}in the working directory).",
+                    )
+                setattr(spec, key, found)
         eval_source = spec.eval_path or spec.path
         if Path(eval_source).suffix in LOCAL_DATA_SUFFIXES and spec.eval_split is not None:
             raise RecipeError(
@@ -355,6 +387,63 @@ def _check_dataset(recipe: Recipe, source: str) -> None:
             )
 
 
+# Where each key of a recipe may sit: section path -> its dataclass. The trainer section's keys are
+# GRPOConfig's (see trainer_fields). Nested sections come last, so a top-level `seed` suggests trainer.seed
+# before dataset.generator.seed.
+_SECTIONS: dict[str, type] = {
+    "": Recipe,
+    "model": ModelSpec,
+    "dataset": DatasetSpec,
+    "prompt": PromptSpec,
+    "sampling": SamplingSpec,
+    "evaluation": EvaluationSpec,
+    "audit": AuditSpec,
+}
+_NESTED_SECTIONS: dict[str, type] = {"model.lora": LoraSpec, "dataset.generator": GeneratorSpec}
+
+
+def _check_key_places(data: Any, source: str, check_trainer: bool) -> None:
+    """A key unknown where it is but valid in another section is reported with that section's path.
+
+    `seed` at the top level: "unknown key 'seed' at the top level. Did you mean trainer.seed?" Keys that
+    are unknown everywhere are left to the type check, which suggests the closest spelling in place.
+    The trainer's keys are known only with `check_trainer` (that imports trl); a key elsewhere that is a
+    GRPOConfig field imports it anyway, as that is the error path.
+    """
+    if not isinstance(data, dict):
+        return
+    places = {**_SECTIONS, **_NESTED_SECTIONS}
+    allowed = {place: list(dataclass_fields(cls)[0]) for place, cls in places.items()}
+
+    def section(place: str) -> Any:
+        node: Any = data
+        for part in filter(None, place.split(".")):
+            node = node.get(part) if isinstance(node, dict) else None
+        return node
+
+    checked = list(places) + (["trainer"] if check_trainer else [])
+    for place in checked:
+        mapping = section(place)
+        if not isinstance(mapping, dict):
+            continue
+        here = trainer_fields() if place == "trainer" else allowed[place]
+        folded_here = {name.casefold() for name in here}
+        for key in mapping:
+            if not isinstance(key, str) or key.casefold() in folded_here:
+                continue  # known here (a case slip is the type check's did-you-mean)
+            others = [
+                f"{other}.{name}"
+                for other in [*_SECTIONS, "trainer", *_NESTED_SECTIONS]
+                if other != place
+                for name in (trainer_fields() if other == "trainer" else allowed[other])
+                if other and name.casefold() == key.casefold()
+            ]
+            if others:
+                at = f"unknown key '{key}'" + ("" if place else " at the top level")
+                raise RecipeError(source, place, f"{at}. Did you mean {' or '.join(others)}?")
+
+
+@functools.cache
 def trainer_fields() -> dict[str, Any]:
     """The keys allowed in a recipe's `trainer` section, with their annotations: TRL's GRPOConfig fields."""
     from trl import GRPOConfig  # imported here: trl pulls in torch, which plain parsing does not need
@@ -395,16 +484,21 @@ def check_columns(recipe: Recipe, columns: list[str], held_out: bool = False) ->
         raise RecipeError(recipe.source, key, problem)
 
 
-def parse_recipe(data: Any, source: str, name: str = "recipe", check_trainer: bool = True) -> Recipe:
+def parse_recipe(
+    data: Any, source: str, name: str = "recipe", check_trainer: bool = True, base_dir: Path | None = None
+) -> Recipe:
     """Validate raw recipe data (a mapping, as read from YAML) and return the `Recipe`.
 
     Its rewards are built here (see `Recipe.reward_functions`), and its trainer values checked against
-    GRPOConfig's annotations unless `check_trainer` is false (that imports trl, hence torch).
+    GRPOConfig's annotations unless `check_trainer` is false (that imports trl, hence torch). `base_dir`:
+    the recipe file's folder, where relative data paths are looked up first (`resolve_data_path`); the
+    paths are rewritten to where the files were found.
     """
+    _check_key_places(data, source, check_trainer)
     with _at(source):
         recipe = check_value(data, Recipe)
     recipe.name, recipe.source = name, source
-    _check_dataset(recipe, source)
+    _check_dataset(recipe, source, base_dir)
     _check_prompt(recipe, source)
     if not 0 <= recipe.sampling.max_rounds <= 64:
         raise RecipeError(
@@ -423,16 +517,55 @@ def load_recipe(path: str | Path, overrides: list[str] | None = None, check_trai
     source = str(path) + (f" (with overrides {' '.join(overrides)})" if overrides else "")
     if not path.is_file():
         raise RecipeError(str(path), "", "no such recipe file.")
+    text = path.read_text()
     try:
-        data = yaml.safe_load(path.read_text())
+        data = yaml.safe_load(text)
     except yaml.YAMLError as err:
-        raise RecipeError(str(path), "", f"not valid YAML: {err}".replace("\n", " ")) from None
+        raise yaml_error(str(path), text, err) from None
     if not isinstance(data, dict):
         raise RecipeError(
             str(path), "", "a recipe must be a YAML mapping with sections model, dataset, prompt, ..."
         )
     apply_overrides(data, overrides, source)
-    return parse_recipe(data, source, name=path.stem, check_trainer=check_trainer)
+    return parse_recipe(data, source, name=path.stem, check_trainer=check_trainer, base_dir=path.parent)
+
+
+def yaml_error(source: str, text: str, err: yaml.YAMLError) -> RecipeError:
+    r"""A YAML syntax error as `file:line:column: problem`, then the offending line(s) with a caret.
+
+    PyYAML's own text names the file `<unicode string>` and spreads over several lines; this is the one
+    place a recipe error takes more than one line, as the caret needs the line above it.
+
+    >>> try:
+    ...     yaml.safe_load("trainer:\n  seed 0: x: y\n")
+    ... except yaml.YAMLError as err:
+    ...     print(yaml_error("mine.yaml", "trainer:\n  seed 0: x: y\n", err))
+    mine.yaml:2:12: not valid YAML: mapping values are not allowed here
+        2 |   seed 0: x: y
+          |            ^
+    """
+    mark = getattr(err, "problem_mark", None)
+    if mark is None:  # not a syntax error with a position (PyYAML raises none such today)
+        return RecipeError(source, "", f"not valid YAML: {err}".replace("\n", " "))
+    lines = text.splitlines()
+    problem = getattr(err, "problem", None) or "syntax error"
+    shown = [mark]
+    context, context_mark = getattr(err, "context", None), getattr(err, "context_mark", None)
+    if context and context_mark is not None:
+        problem += f" ({context} at line {context_mark.line + 1}, column {context_mark.column + 1})"
+        if context_mark.line != mark.line:
+            shown.insert(0, context_mark)
+    width = len(str(max(m.line for m in shown) + 1))
+    snippet = []
+    for where in shown:
+        line = lines[where.line] if where.line < len(lines) else ""
+        # The caret's indent copies the line's tabs, so it sits under the column however tabs are shown.
+        indent = "".join(c if c == "\t" else " " for c in line[: where.column])
+        label = "" if where.line < len(lines) else " (end of file)"
+        snippet.append(f"    {where.line + 1:>{width}} | {line}{label}")
+        snippet.append(f"    {'':>{width}} | {indent}^")
+    location = f"{source}:{mark.line + 1}:{mark.column + 1}"
+    return RecipeError(location, "", f"not valid YAML: {problem}\n" + "\n".join(snippet))
 
 
 def resolve_recipe_path(name_or_path: str, recipes_dir: str | Path = "recipes") -> Path:

@@ -138,9 +138,7 @@ def check(recipe: Recipe, load_data: bool = True, log=print) -> None:
                 "dataset",
                 f"could not load: {type(err).__name__}: {err} (offline? set dataset.path to a local file)",
             ) from None
-        log(
-            f"dataset: {len(splits.train)} training rows, {len(splits.eval) if splits.eval else 0} held-out rows"
-        )
+        log(splits.describe())
         log(f"first prompt: {splits.train[0]['prompt']!r}")
         log(f"its solution: {splits.train[0]['solution']!r}")
     log(f"rewards: {', '.join(f'{s.name} (weight {s.weight})' for s in recipe.rewards)}")
@@ -241,9 +239,7 @@ def train(
         rank_log(f"Resuming from {last} (pass --no-resume to start over)")
 
     splits = load_splits(recipe)  # column errors stop us here, before the model loads
-    rank_log(
-        f"dataset: {len(splits.train)} training rows, {len(splits.eval) if splits.eval else 0} held-out rows"
-    )
+    rank_log(splits.describe())
     rank_log(f"batch: {batch_arithmetic(config, state.num_processes)}")
 
     if main:

@@ -200,10 +200,20 @@ def describe(annotation: Any, plural: bool = False) -> str:
 def suggest(name: str, allowed: Collection[str]) -> str:
     """`` Did you mean 'x'?`` for the closest of ``allowed``, or ``""``.
 
+    A difference of case alone counts as closest (difflib sees nothing in common between ``Q`` and ``q``).
+
     >>> suggest("lerning_rate", ["learning_rate", "seed"])
     " Did you mean 'learning_rate'?"
+    >>> suggest("Q", ["q", "ans"]), suggest("Learning_Rat", ["learning_rate"])
+    (" Did you mean 'q'?", " Did you mean 'learning_rate'?")
     """
+    by_folded = {str(option).casefold(): str(option) for option in allowed}
+    folded = name.casefold()
+    if folded in by_folded and by_folded[folded] != name:
+        return f" Did you mean '{by_folded[folded]}'?"
     close = difflib.get_close_matches(name, list(allowed), n=1, cutoff=0.6)
+    if not close:
+        close = [by_folded[c] for c in difflib.get_close_matches(folded, list(by_folded), n=1, cutoff=0.6)]
     return f" Did you mean '{close[0]}'?" if close else ""
 
 

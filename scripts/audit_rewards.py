@@ -1,5 +1,6 @@
-"""Audit a recipe's rewards on a data file: gold solutions must get full marks, wrong answers nothing.
+"""Audit a recipe's rewards on its data: gold solutions must get full marks, wrong answers nothing.
 
+    python scripts/audit_rewards.py --config default        # the recipe's own data (file or generator)
     python scripts/audit_rewards.py --config gsm8k --data ../shared/data/gsm8k/test.jsonl
     make audit RECIPE=math DATA=../shared/data/math500/test.jsonl
 
@@ -31,9 +32,11 @@ def positive(text: str) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = recipe_parser(__doc__.strip().splitlines()[0])
     parser.add_argument(
-        "--data", required=True, help="the rows to audit: a .jsonl, .json, .parquet or .csv file"
+        "--data",
+        help="the rows to audit: a .jsonl, .json, .parquet or .csv file (default: the recipe's own data, "
+        "dataset.path and dataset.eval_path, or its generator's rows)",
     )
-    parser.add_argument("--limit", type=positive, help="audit only the first N rows")
+    parser.add_argument("--limit", type=positive, help="audit only the first N rows (of each data source)")
     parser.add_argument(
         "--min-ideal", type=fraction, default=0.99, help="least fraction of ideal completions with full marks"
     )
@@ -49,10 +52,16 @@ def main(argv: list[str] | None = None) -> int:
 
     def body(recipe):
         nonlocal status
-        from grpo_recipes.audit import AuditInputError, audit, format_report, load_rows
+        from grpo_recipes.audit import AuditInputError, audit, format_report, load_rows, recipe_data
 
         try:
-            rows = load_rows(args.data, args.limit)
+            if args.data:
+                sources = [(args.data, load_rows(args.data, args.limit))]
+            else:
+                sources = recipe_data(recipe, args.limit)
+                print(
+                    f"no --data (make audit DATA=...): auditing the recipe's own data, {len(sources)} source(s)"
+                )
         except AuditInputError as err:
             print(f"error: {err}", file=sys.stderr)
             status = EXIT_BAD_INPUT
@@ -61,12 +70,13 @@ def main(argv: list[str] | None = None) -> int:
         def progress(done: int, total: int, seconds: float) -> None:
             print(f"audit: {done}/{total} rows, {seconds:.1f} s", file=sys.stderr, flush=True)
 
-        report = audit(recipe, rows, progress=progress, progress_every=max(100, len(rows) // 10))
-        print(format_report(report, args.data, max_failures=args.show))
-        failed = report.failed_thresholds(args.min_ideal, args.min_corrupted)
-        for line in failed:
-            print(f"FAILED: {line}")
-        status = EXIT_BELOW_THRESHOLD if failed else 0
+        for what, rows in sources:
+            report = audit(recipe, rows, progress=progress, progress_every=max(100, len(rows) // 10))
+            print(format_report(report, what, max_failures=args.show))
+            failed = report.failed_thresholds(args.min_ideal, args.min_corrupted)
+            for line in failed:
+                print(f"FAILED: {line}")
+            status = EXIT_BELOW_THRESHOLD if failed else status
 
     return run_with_recipe(args, body) or status
 

@@ -307,6 +307,7 @@ def test_the_rewards_built_by_the_checker_are_the_ones_training_and_evaluation_u
         lambda d: d.update(
             rewards=[{"name": "numeric_accuracy"}, {"name": "think_format", "weight": 0.5}],
             evaluation={"reward": "gsm8k_accuracy"},  # not in the stack: built once too
+            audit={"completion_template": "Answer: {answer}"},
         )
     )
     recipe = parse_recipe(data, "r.yaml", check_trainer=False)
@@ -354,31 +355,240 @@ def test_local_file_splits_hold_out_evaluation_rows(tmp_path):
     assert splits.train[0]["solution"] == str(int(splits.train[0]["q"].split()[0]) + 1)
 
 
+# Hub datasets are not reachable offline: recipes run on local copies of the same rows from ../shared/data.
+LOCAL_COPIES = {
+    "openai/gsm8k": "gsm8k/train.jsonl",
+    "HuggingFaceH4/MATH-500": "math500/test.jsonl",
+    "DigitalLearningGmbH/MATH-lighteval": "math500/test.jsonl",  # same columns as the MATH train split
+}
+
+
+def offline_data(path: Path) -> list[str]:
+    """Overrides that point the recipe at local data (none when its data is local or generated already).
+
+    Skips the test, after validating the schema and the trainer settings, when no local copy is here.
+    """
+    recipe = load_recipe(path)
+    if recipe.dataset.path is None or Path(recipe.dataset.path).exists():
+        return []
+    name = LOCAL_COPIES.get(recipe.dataset.path)
+    if name is None or not (SHARED_DATA / name).exists():
+        grpo_config(recipe, checking=True)
+        pytest.skip(f"{recipe.dataset.path} is not available offline; schema and trainer settings validated")
+    return [
+        f"dataset.path={SHARED_DATA / name}",
+        "dataset.eval_split=null",
+        "dataset.eval_path=null",
+        "dataset.config=null",
+    ]
+
+
 @pytest.mark.parametrize("path", RECIPES, ids=[p.stem for p in RECIPES])
 def test_every_recipe_validates_and_dry_runs(path, capsys):
     """Every shipped recipe parses, builds its GRPOConfig, and (with its data local) renders prompts."""
-    recipe = load_recipe(path)
-    overrides = []
-    if recipe.dataset.path and not Path(recipe.dataset.path).exists():
-        # Hub datasets are not reachable offline: dry-run on the same rows from ../shared/data when present.
-        local = {
-            "openai/gsm8k": "gsm8k/train.jsonl",
-            "HuggingFaceH4/MATH-500": "math500/test.jsonl",
-            "DigitalLearningGmbH/MATH-lighteval": "math500/test.jsonl",  # same columns as the MATH train split
-        }
-        name = local.get(recipe.dataset.path)
-        if name is None or not (SHARED_DATA / name).exists():
-            grpo_config(recipe, checking=True)
-            pytest.skip(
-                f"{recipe.dataset.path} is not available offline; schema and trainer settings validated"
-            )
-        overrides = [
-            f"dataset.path={SHARED_DATA / name}",
-            "dataset.eval_split=null",
-            "dataset.eval_path=null",
-            "dataset.config=null",
-        ]
-    recipe = load_recipe(path, overrides)
+    recipe = load_recipe(path, offline_data(path))
     check(recipe, load_data=True)
     out = capsys.readouterr().out
     assert "first prompt:" in out and out.rstrip().endswith("OK")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", RECIPES, ids=[p.stem for p in RECIPES])
+def test_every_recipe_trains_one_step_on_a_tiny_model(path, tiny_model, tmp_path):
+    """Each recipe's prompts, rewards, LoRA setting and loss through one real GRPO step, on the tiny model,
+    a few rows of its data and short completions; GPU-only settings (vLLM, bf16) off on this CPU."""
+    from grpo_recipes.train import train
+
+    recipe = load_recipe(path)
+    sample = (
+        ["dataset.generator.train_size=8", "dataset.generator.eval_size=2"]
+        if recipe.dataset.generator is not None
+        else ["dataset.max_train_samples=8", "dataset.max_eval_samples=2"]
+    )
+    overrides = [
+        *offline_data(path),
+        *sample,
+        f"model.name_or_path={tiny_model}",
+        "model.dtype=float32",
+        "evaluation.enabled=false",  # the before/after evaluation is tested in test_train_e2e.py
+        f"trainer.output_dir={tmp_path / 'run'}",
+        "trainer.max_steps=1",
+        "trainer.per_device_train_batch_size=2",
+        "trainer.gradient_accumulation_steps=1",
+        "trainer.num_generations=2",
+        "trainer.max_completion_length=8",
+        "trainer.use_vllm=false",
+        "trainer.bf16=false",
+        "trainer.gradient_checkpointing=false",
+        "trainer.log_completions=false",
+        "trainer.save_strategy='no'",  # quoted: YAML reads a bare no as false
+    ]
+    summary = train(load_recipe(path, overrides), log=lambda *_: None)
+    assert summary["global_step"] == 1
+    history = json.loads((tmp_path / "run" / "log_history.json").read_text())
+    step = next(h for h in history if "reward" in h)
+    for spec in load_recipe(path).rewards:  # every reward of the recipe scored the step's completions
+        assert any(key.startswith(f"rewards/{spec.name}") for key in step), sorted(step)
+
+
+def rows_file(path: Path, count: int, start: int = 0) -> Path:
+    """A small JSONL of question/answer rows in the columns `q` and `ans`."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(
+        "".join(json.dumps({"q": f"{i} + 1", "ans": str(i + 1)}) + "\n" for i in range(start, count))
+    )
+    return path
+
+
+def own_data_recipe(**dataset) -> dict:
+    return with_change(
+        lambda d: d.update(dataset=dataset, prompt={"user": "{q} Answer: <number>", "solution_column": "ans"})
+    )
+
+
+def test_relative_data_paths_are_found_next_to_the_recipe_first(tmp_path, monkeypatch):
+    recipe_dir, elsewhere = tmp_path / "project", tmp_path / "elsewhere"
+    rows_file(recipe_dir / "data" / "train.jsonl", 30)
+    rows_file(recipe_dir / "data" / "test.jsonl", 5)
+    path = write_recipe(
+        recipe_dir / "r.yaml", own_data_recipe(path="data/train.jsonl", eval_path="data/test.jsonl")
+    )
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)  # the working directory has no data/ folder: the recipe's folder is used
+    recipe = load_recipe(path)
+    assert recipe.dataset.path == str(recipe_dir / "data" / "train.jsonl")
+    assert recipe.dataset.eval_path == str(recipe_dir / "data" / "test.jsonl")
+    splits = load_splits(recipe)
+    assert (len(splits.train), len(splits.eval)) == (30, 5)
+
+    # Not next to the recipe: the working directory, as before (overrides follow the same rule).
+    rows_file(elsewhere / "mine.jsonl", 10)
+    assert load_recipe(path, ["dataset.path=mine.jsonl"]).dataset.path == "mine.jsonl"
+    # Next to the recipe wins when both exist.
+    rows_file(elsewhere / "data" / "train.jsonl", 10)
+    assert load_recipe(path).dataset.path == str(recipe_dir / "data" / "train.jsonl")
+    # Nowhere: the error says where it looked.
+    with pytest.raises(RecipeError) as error:
+        load_recipe(path, ["dataset.eval_path=data/missing.jsonl"])
+    assert (
+        "dataset.eval_path: local file data/missing.jsonl does not exist (looked next to the recipe "
+        f"({recipe_dir}) nor in the working directory)." in str(error.value)
+    )
+
+
+def test_rows_held_out_of_the_training_data_are_announced(tmp_path, capsys):
+    data = own_data_recipe(path=str(rows_file(tmp_path / "train.jsonl", 50)))
+    recipe = parse_recipe(data, "r.yaml")
+    check(recipe, load_data=True)
+    line = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("dataset:"))
+    assert line == (
+        "dataset: 40 training rows, 10 held-out rows (the recipe names no held-out data, dataset.eval_path "
+        "or dataset.eval_split, so 10 of its 50 rows, a fifth at most, are held out of training for evaluation)"
+    )
+    # With held-out data named, or evaluation off, nothing is taken from the training rows and nothing said.
+    data["dataset"]["eval_path"] = str(rows_file(tmp_path / "test.jsonl", 55, start=50))
+    assert (
+        load_splits(parse_recipe(data, "r.yaml")).describe() == "dataset: 50 training rows, 5 held-out rows"
+    )
+    data["dataset"].pop("eval_path")
+    data["evaluation"] = {"enabled": False}
+    assert (
+        load_splits(parse_recipe(data, "r.yaml")).describe() == "dataset: 50 training rows, 0 held-out rows"
+    )
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        (
+            "model:\n  name_or_path: x\n seed: 3\n",
+            "r.yaml:3:2: not valid YAML: expected <block end>, but found '<block mapping start>' (while "
+            "parsing a block mapping at line 1, column 1)\n"
+            "    1 | model:\n"
+            "      | ^\n"
+            "    3 |  seed: 3\n"
+            "      |  ^",
+        ),
+        (
+            "trainer:\n  seed: 0\n  max_steps 10: x: y\n",
+            "r.yaml:3:18: not valid YAML: mapping values are not allowed here\n"
+            "    3 |   max_steps 10: x: y\n"
+            "      |                  ^",
+        ),
+        (
+            'prompt:\n  user: "{q}\n',
+            "r.yaml:3:1: not valid YAML: found unexpected end of stream (while scanning a quoted scalar at "
+            "line 2, column 9)\n"
+            '    2 |   user: "{q}\n'
+            "      |         ^\n"
+            "    3 |  (end of file)\n"
+            "      | ^",
+        ),
+        (
+            "model:\n\tname_or_path: x\n",
+            "r.yaml:2:1: not valid YAML: found character '\\t' that cannot start any token\n"
+            "    2 | \tname_or_path: x\n"
+            "      | ^",
+        ),
+    ],
+    ids=["indentation", "colon", "unclosed-quote", "tab"],
+)
+def test_yaml_syntax_errors_give_file_line_column_and_a_caret(tmp_path, text, expected):
+    path = tmp_path / "r.yaml"
+    path.write_text(text)
+    with pytest.raises(RecipeError) as error:
+        load_recipe(path)
+    assert str(error.value) == f"{tmp_path}/{expected}"
+    assert "<unicode string>" not in str(error.value)
+
+
+@pytest.mark.parametrize(
+    "change, expected",
+    [
+        (
+            lambda d: d.update(seed=3),
+            "r.yaml: unknown key 'seed' at the top level. Did you mean trainer.seed or dataset.generator.seed?",
+        ),
+        (
+            lambda d: d.update(learning_rate=1e-5),
+            "r.yaml: unknown key 'learning_rate' at the top level. Did you mean trainer.learning_rate?",
+        ),
+        (
+            lambda d: d["model"].update(max_steps=3),
+            "r.yaml: model: unknown key 'max_steps'. Did you mean trainer.max_steps?",
+        ),
+        (
+            lambda d: d.update(trainer={"max_train_samples": 3}),
+            "r.yaml: trainer: unknown key 'max_train_samples'. Did you mean dataset.max_train_samples?",
+        ),
+        (
+            lambda d: d["dataset"].update(train_size=10),
+            "r.yaml: dataset: unknown key 'train_size'. Did you mean dataset.generator.train_size?",
+        ),
+        (
+            lambda d: d.update(Lora={"r": 8}),
+            "r.yaml: unknown key 'Lora' at the top level. Did you mean model.lora?",
+        ),
+    ],
+    ids=["seed", "learning_rate", "model.max_steps", "trainer.max_train_samples", "train_size", "Lora"],
+)
+def test_a_key_in_the_wrong_section_names_the_right_one(tmp_path, change, expected):
+    path = write_recipe(tmp_path / "r.yaml", with_change(change))
+    with pytest.raises(RecipeError) as error:
+        load_recipe(path)
+    assert str(error.value) == f"{tmp_path}/{expected}"
+
+
+def test_a_difference_of_case_alone_is_suggested(tmp_path):
+    data = own_data_recipe(path=str(rows_file(tmp_path / "train.jsonl", 10)))
+    data["prompt"]["user"] = "{Q} Answer: <number>"
+    assert recipe_error(data, tmp_path=tmp_path).endswith(
+        "prompt.user: placeholder {Q} has no matching dataset column. Columns: q, ans. Did you mean 'q'?"
+    )
+    data["prompt"]["user"], data["prompt"]["solution_column"] = "{q}", "Ans"
+    assert recipe_error(data, tmp_path=tmp_path).endswith("Did you mean 'ans'?")
+    data["prompt"]["solution_column"] = "ans"
+    data["trainer"] = {"Learning_Rate": 1e-5}
+    assert recipe_error(data, tmp_path=tmp_path).endswith(
+        "trainer: unknown key 'Learning_Rate'. Did you mean 'learning_rate'?"
+    )

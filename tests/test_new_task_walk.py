@@ -1,0 +1,115 @@
+"""README's "Your own task in fifteen minutes", walked as written: copy the template, point it at a q/ans
+JSONL file by the README's own lines, then check, audit and train (two steps, on the tiny model)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from support import REPO, run_script
+
+WALK_TITLE = "### Your own task in fifteen minutes"
+
+# The user's data: unit conversions with the question in `q` and the answer in `ans`.
+CONVERSIONS = [("metres", "kilometres", 1000), ("seconds", "minutes", 60), ("grams", "kilograms", 1000)]
+
+
+def walk_section() -> str:
+    readme = (REPO / "README.md").read_text()
+    start = readme.index(WALK_TITLE)
+    return readme[start : readme.index("\n## ", start)]
+
+
+def readme_edits() -> list[str]:
+    """The recipe lines the README tells the user to write (its ```yaml block, the lines marked EDIT)."""
+    block = re.search(r"```yaml\n(.*?)```", walk_section(), re.DOTALL)
+    assert block, "the walk-through has no yaml block"
+    return [line.strip() for line in block.group(1).splitlines() if "# EDIT" in line]
+
+
+def apply_edits(template: str, edits: list[str]) -> str:
+    """Replace each EDIT line of the template with the README's line for the same key (indent kept)."""
+    lines = template.splitlines()
+    marked = [i for i, line in enumerate(lines) if "# EDIT" in line]
+    done = set()
+    for edit in edits:
+        key = edit.split(":", 1)[0]
+        matches = [i for i in marked if lines[i].strip().startswith(f"{key}:")]
+        assert len(matches) == 1, f"the template has {len(matches)} EDIT lines for {key!r}"
+        indent = lines[matches[0]][: len(lines[matches[0]]) - len(lines[matches[0]].lstrip())]
+        lines[matches[0]] = indent + edit
+        done.add(matches[0])
+    assert done == set(marked), "the README's walk-through leaves some of the template's EDIT lines out"
+    return "\n".join(lines) + "\n"
+
+
+@pytest.fixture
+def units_recipe(tmp_path) -> Path:
+    """Step 1 and 2: the template copied to units.yaml, the user's q/ans files beside it, the EDIT lines
+    replaced by the README's. The data sits in the recipe's folder, not in the working directory (the
+    scripts run from the repository root): relative paths resolve next to the recipe."""
+    data = tmp_path / "recipes" / "data" / "mine"
+    data.mkdir(parents=True)
+    rows = [
+        {"q": f"How many {small} are {n} {big}?", "ans": str(n * factor)}
+        for small, big, factor in CONVERSIONS
+        for n in range(2, 12)
+    ]
+    (data / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows[:26]))
+    (data / "test.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows[26:]))
+    recipe = tmp_path / "recipes" / "units.yaml"
+    recipe.write_text(apply_edits((REPO / "recipes" / "template.yaml").read_text(), readme_edits()))
+    return recipe
+
+
+def test_the_readme_walk_names_the_commands_the_test_runs():
+    section = walk_section()
+    for command in ("cp recipes/template.yaml recipes/units.yaml", "make check RECIPE=units"):
+        assert command in section
+    assert "make audit RECIPE=units\n" in section and "make train RECIPE=units\n" in section
+    assert {edit.split(":")[0] for edit in readme_edits()} == {"path", "eval_path", "user", "solution_column"}
+
+
+def test_check_and_audit_pass_on_the_users_own_data(units_recipe):
+    check = run_script("train.py", "--config", str(units_recipe), "--check")
+    assert check.returncode == 0, check.stderr[-2000:]
+    assert "dataset: 26 training rows, 4 held-out rows\n" in check.stdout
+    # The user's column `q` in the prompt, `ans` as the solution (rows are shuffled: any of them).
+    assert re.search(
+        r"first prompt: .*\"How many \w+ are \d+ \w+\? End with 'Answer: <number>'\.\"", check.stdout
+    )
+    assert re.search(r"its solution: '\d+'\n", check.stdout)
+
+    audit = run_script("audit_rewards.py", "--config", str(units_recipe))
+    assert audit.returncode == 0, audit.stdout + audit.stderr[-2000:]
+    data = units_recipe.parent / "data" / "mine"
+    assert f"on dataset.path {data / 'train.jsonl'}\n" in audit.stdout
+    assert f"on dataset.eval_path {data / 'test.jsonl'}\n" in audit.stdout
+    assert "completion template (from the prompt, which asks for 'Answer: N')" in audit.stdout
+    assert "  example ideal completion (row 0):     'Answer: 2000'\n" in audit.stdout
+    assert "  example corrupted completion (row 0): 'Answer: 2001'\n" in audit.stdout
+    assert re.search(r"ideal full marks +26 \(100\.0 %\)", audit.stdout)
+    assert re.search(r"corrupted scoring 0 +4 \(100\.0 %\)", audit.stdout)
+
+
+@pytest.mark.slow
+def test_training_runs_on_the_users_own_data(units_recipe, tiny_model, tmp_path):
+    out = tmp_path / "outputs" / "units"
+    result = run_script(
+        "train.py",
+        "--config",
+        str(units_recipe),
+        f"model.name_or_path={tiny_model}",  # the tiny random model stands in for SmolLM2
+        f"trainer.output_dir={out}",
+        "trainer.max_steps=2",
+        "trainer.max_completion_length=8",
+        "evaluation.max_new_tokens=8",
+    )
+    assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
+    assert "dataset: 26 training rows, 4 held-out rows\n" in result.stdout
+    assert json.loads((out / "summary.json").read_text())["global_step"] == 2
+    history = json.loads((out / "log_history.json").read_text())
+    assert [h["step"] for h in history if "rewards/numeric_accuracy/mean" in h] == [1, 2]
+    assert json.loads((out / "eval_after.json").read_text())["total"] == 4
