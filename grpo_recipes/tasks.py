@@ -17,6 +17,8 @@ from typing import Any, Literal
 
 from rewards.typecheck import FieldError, check_mapping, parameters
 
+from .reasoning_gym_tasks import ReasoningGymGenerator
+
 
 def _evaluate(operands: list[int], operators: list[str]) -> int:
     """Evaluate with the usual precedence: products first, then sums and differences left to right."""
@@ -144,8 +146,9 @@ class Generator:
         return train_rows, eval_rows
 
 
-GENERATORS: dict[str, Generator] = {
+GENERATORS: dict[str, Generator | ReasoningGymGenerator] = {
     "arithmetic": Generator(
         arithmetic, columns=("question", "answer"), check=_check_arithmetic, capacity=arithmetic_capacity
     ),
+    "reasoning_gym": ReasoningGymGenerator(),  # any reasoning-gym task, or a weighted mix
 }
