@@ -20,16 +20,20 @@ binary_matrix, n_queens: "maybe it is a Python list"). Model output is never exe
 
 * ``eval`` and ``exec`` inside reasoning-gym's modules are replaced by :func:`ast.literal_eval` and a
   refusal;
-* sympy's ``parse_expr`` (which ``eval``s the expression it builds) runs without builtins, and an answer
-  containing ``__`` (the way out of such a namespace, through dunder attributes) scores 0 unread;
+* sympy's ``parse_expr`` (which ``eval``s the Python it builds, with the builtins in its namespace) only
+  reads text whose names are short (``x``, ``C``, ``re``) or mathematical functions (:data:`MATH_NAMES`),
+  and runs without builtins; an answer containing ``__`` (the way out of a namespace, through dunder
+  attributes) scores 0 unread;
 * the address space is capped, and the parent kills the process when a reply is late.
 """
 
 from __future__ import annotations
 
 import ast
+import builtins
 import json
 import os
+import re
 import signal
 import sys
 from pathlib import Path
@@ -40,6 +44,15 @@ MEMORY_LIMIT_BYTES = 4 * 1024**3
 HERE = Path(__file__).resolve().parent
 #: Scorers kept built at once, by (task, config).
 MAX_SCORERS = 256
+
+
+#: Names longer than two characters that sympy's parse_expr may read: functions and constants of maths.
+MATH_NAMES = frozenset(
+    "sin cos tan cot sec csc asin acos atan acot asec acsc sinh cosh tanh coth asinh acosh atanh exp log ln "
+    "sqrt cbrt root pi oo zoo nan Abs abs sign floor ceiling factorial binomial gamma erf Rational Integer "
+    "Float Symbol Eq Ne Lt Le Gt Ge And Or Not Xor Implies Equivalent true false True False None".split()
+)
+_NAME = re.compile(r"(?<![0-9.])[A-Za-z_][A-Za-z0-9_]*")
 
 
 class _SoftTimeout(BaseException):
@@ -69,13 +82,38 @@ def _refuse_exec(*args: Any, **kwargs: Any) -> None:
 
 
 def _without_builtins(original: Any) -> Any:
-    """sympy's ``eval_expr(code, local_dict, global_dict)``, run with no builtins in its namespace."""
+    """sympy's ``eval_expr(code, local_dict, global_dict)``, run with no builtins in its namespace (parse_expr
+    copies builtin functions such as ``open`` into it)."""
+    python = vars(builtins)
 
     def eval_expr(code: str, local_dict: dict, global_dict: dict) -> Any:
-        return original(code, local_dict, {**global_dict, "__builtins__": {}})
+        namespace = {name: value for name, value in global_dict.items() if python.get(name) is not value}
+        return original(code, local_dict, {**namespace, "__builtins__": {}})
 
     eval_expr.disarmed = True  # type: ignore[attr-defined]
     return eval_expr
+
+
+def _math_only(original: Any) -> Any:
+    """sympy's ``parse_expr``, refusing text with a name that is neither short nor in :data:`MATH_NAMES`.
+
+    >>> parse = _math_only(lambda text, *args, **kwargs: text)
+    >>> parse("-exp(x)*sin(x) + 2*X**3/3 + C + 1e10")
+    '-exp(x)*sin(x) + 2*X**3/3 + C + 1e10'
+    >>> parse("lambdify([], 'open(1)')")
+    Traceback (most recent call last):
+    ValueError: 'lambdify' is not read here
+    """
+
+    def parse_expr(text: Any, *args: Any, **kwargs: Any) -> Any:
+        if isinstance(text, str):
+            for name in _NAME.findall(text):
+                if len(name) > 2 and name not in MATH_NAMES:
+                    raise ValueError(f"{name!r} is not read here")
+        return original(text, *args, **kwargs)
+
+    parse_expr.disarmed = True  # type: ignore[attr-defined]
+    return parse_expr
 
 
 def disarm_eval() -> None:
@@ -86,14 +124,22 @@ def disarm_eval() -> None:
     evaluate its own expressions, never runs in this process.
     """
     parser = sys.modules.get("sympy.parsing.sympy_parser")
+    original_parse = None
     if parser is not None and not getattr(parser.eval_expr, "disarmed", False):
         parser.eval_expr = _without_builtins(parser.eval_expr)
+        original_parse, checked_parse = parser.parse_expr, _math_only(parser.parse_expr)
+        parser.parse_expr = checked_parse  # what sympify calls
     for name, module in list(sys.modules.items()):
-        if module is not None and (name == "reasoning_gym" or name.startswith("reasoning_gym.")):
-            namespace = vars(module)
-            if namespace.get("eval") is not literal_only:
-                namespace["eval"] = literal_only
-                namespace["exec"] = _refuse_exec
+        if module is None:
+            continue
+        namespace = vars(module)
+        if original_parse is not None and namespace.get("parse_expr") is original_parse:
+            namespace["parse_expr"] = checked_parse  # sympy.parse_expr, and `from ... import parse_expr`
+        if (name == "reasoning_gym" or name.startswith("reasoning_gym.")) and namespace.get(
+            "eval"
+        ) is not literal_only:
+            namespace["eval"] = literal_only
+            namespace["exec"] = _refuse_exec
 
 
 def _load_tagged_json() -> Any:

@@ -2,7 +2,7 @@ r"""``reasoning_gym``: a completion's answer scored by the reasoning-gym task's 
 
 reasoning-gym (``pip install reasoning-gym``) has about a hundred procedural tasks, each with a scorer
 written by its authors: exact match for most, several valid answers for some (a Sudoku, a path), partial
-credit for others. This reward reads the final answer (the last ``<answer>`` block or ``\boxed{}``) and
+credit for others. This reward reads the final answer (the last ``<answer>`` block or ``\boxed{}``, or "the answer is ...") and
 asks that scorer, so each task is verified as its authors meant.
 
 The rows come from the ``reasoning_gym`` generator (``grpo_recipes.reasoning_gym_tasks``), whose columns
@@ -27,7 +27,7 @@ from typing import Any, Literal
 
 from rewards import tagged_json
 from rewards.base import LogExtra, Reward, Sample
-from rewards.extract import find_answer_tags, find_boxed
+from rewards.extract import extract_answer
 from rewards.registry import invalid, register
 from rewards.sandbox import STARTUP_TIMEOUT_SECONDS, _Worker
 
@@ -121,8 +121,10 @@ class ReasoningGymScore(Reward):
     task, bad ``task_config``) scores None.
 
     Params:
-        answer_format: the last ``<answer>...</answer>`` block (``"answer_tag"``) or the last
-            ``\boxed{}`` (``"boxed"``), stripped of surrounding white space.
+        answer_format: the last ``<answer>...</answer>`` block (``"answer_tag"``), the last ``\boxed{}``
+            (``"boxed"``), or, for small models that write neither, the phrase after the last "the answer
+            is" / "Answer:" up to the end of its sentence (``"answer_is"``: one-line answers only);
+            stripped of surrounding white space.
         partial_credit: keep the scorer's partial credit (some give 0.01-0.1 to a well-formed wrong
             answer, a share of the right cells, ...); false: 1.0 for full marks, else 0.0.
         timeout_seconds: hard limit per answer on the scorer (its worker process is killed and replaced).
@@ -146,7 +148,7 @@ class ReasoningGymScore(Reward):
     def __init__(
         self,
         *,
-        answer_format: Literal["answer_tag", "boxed"] = "answer_tag",
+        answer_format: Literal["answer_tag", "boxed", "answer_is"] = "answer_tag",
         partial_credit: bool = True,
         timeout_seconds: float = 5.0,
         max_answer_chars: int = 10_000,
@@ -167,8 +169,7 @@ class ReasoningGymScore(Reward):
 
     def answer(self, text: str) -> str | None:
         """The completion's final answer per ``answer_format``, or None."""
-        found = find_answer_tags(text) if self.answer_format == "answer_tag" else find_boxed(text)
-        return found[-1].strip() if found else None
+        return extract_answer(text, self.answer_format)
 
     def score_batch(self, samples: list[Sample], log_extra: LogExtra | None = None) -> list[float | None]:
         scores: list[float | None] = []
