@@ -14,7 +14,6 @@ from grpo_recipes.audit import audit
 from grpo_recipes.reasoning_gym_tasks import GENERATOR
 from grpo_recipes.recipe import RecipeError, parse_recipe
 from rewards import tagged_json
-from rewards.reasoning_gym import WORKER
 
 reasoning_gym = pytest.importorskip("reasoning_gym")
 
