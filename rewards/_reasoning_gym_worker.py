@@ -18,8 +18,8 @@ Why a process of its own: some scorers parse the answer with sympy (``9**9**9**9
 call Python's ``eval`` on it when it is not an exact match (string_insertion, spiral_matrix,
 binary_matrix, n_queens: "maybe it is a Python list"). Model output is never executed here:
 
-* ``eval`` and ``exec`` inside reasoning-gym's modules are replaced by :func:`ast.literal_eval` and a
-  refusal;
+* ``eval`` and ``exec`` inside reasoning-gym's modules are replaced by :func:`literal_only` (Python
+  literals, and the entry's own strings, as bitwise_arithmetic evaluates its problem) and a refusal;
 * sympy's ``parse_expr`` (which ``eval``s the Python it builds, with the builtins in its namespace) only
   reads text whose names are short (``x``, ``C``, ``re``) or mathematical functions (:data:`MATH_NAMES`),
   and runs without builtins; an answer containing ``__`` (the way out of a namespace, through dunder
@@ -36,6 +36,7 @@ import os
 import re
 import signal
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -121,18 +122,42 @@ def _on_alarm(signum: int, frame: object) -> None:
     raise _SoftTimeout
 
 
+#: The strings of the entry being scored: the generator wrote them, so a scorer may evaluate them (bitwise
+#: arithmetic evaluates its own problem, ``0x3a + 0x1f``, to check an answer).
+_TRUSTED: set[str] = set()
+
+
+def _strings(value: Any) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _strings(item)
+    elif isinstance(value, (list, tuple, set, frozenset)):
+        for item in value:
+            yield from _strings(item)
+
+
 def literal_only(source: Any, *args: Any, **kwargs: Any) -> Any:
-    """What reasoning-gym's ``eval(answer)`` gets instead: Python literals only, nothing executed.
+    """What reasoning-gym's ``eval`` gets instead: Python literals only, nothing executed; the entry's own
+    strings (never the answer) are also evaluated, without builtins.
 
     >>> literal_only("[[1, 2], [3, 4]]")
     [[1, 2], [3, 4]]
     >>> literal_only("__import__('os').getcwd()")
     Traceback (most recent call last):
     ValueError: malformed node or string on line 1: <ast.Call object at ...>
+    >>> _TRUSTED.add("(0x3a + 0x1f) << 1"); literal_only("(0x3a + 0x1f) << 1")
+    178
     """
     if not isinstance(source, str) or len(source) > 100_000:
         raise ValueError("only a literal string is evaluated here")
-    return ast.literal_eval(source)
+    try:
+        return ast.literal_eval(source)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        if source in _TRUSTED:
+            return builtins.eval(source, {"__builtins__": {}}, {})
+        raise
 
 
 def _refuse_exec(*args: Any, **kwargs: Any) -> None:
@@ -267,6 +292,8 @@ def main() -> None:
                 continue
             raw = request["entry"]
             entry = {**raw, "metadata": tagged_json.decode(raw["metadata"])}
+            _TRUSTED.clear()
+            _TRUSTED.update(_strings(entry["metadata"]))
             signal.setitimer(signal.ITIMER_REAL, max(float(request.get("soft_timeout", 5.0)), 0.01))
             try:
                 score = float(score_answer(request["answer"], entry))
