@@ -264,7 +264,6 @@ def all_tasks() -> list[str]:
     return sorted(name for name in reasoning_gym.factory.DATASETS if name != "composite")
 
 
-@pytest.mark.slow
 def test_audit_of_every_task_passes_except_the_recorded_ones():
     """A few rows of every task through the reward audit, `<answer>` format: ideal completions get 1,
     corrupted ones 0, except the tasks recorded above, each for its recorded reason."""
