@@ -275,7 +275,8 @@ def _vllm_worker(request_file: str, response_file: str) -> None:
         temperature=settings.temperature,
         top_p=settings.top_p,
         max_tokens=settings.max_new_tokens,
-        seed=settings.seed,
+        # No per-request seed: the engine's (LLM(seed=...)) makes a run repeatable, and vLLM's CPU build
+        # fails on seeded requests in large batches ("CPU Generator does not use offset").
     )
     outputs = llm.generate([TokensPrompt(prompt_token_ids=ids) for ids in prompt_ids], params)
     response = [

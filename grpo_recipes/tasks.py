@@ -18,6 +18,7 @@ from typing import Any, Literal
 from rewards.typecheck import FieldError, check_mapping, parameters
 
 from .countdown_task import check_countdown, countdown, countdown_capacity
+from .reasoning_gym_tasks import ReasoningGymGenerator
 
 
 def _evaluate(operands: list[int], operators: list[str]) -> int:
@@ -146,7 +147,7 @@ class Generator:
         return train_rows, eval_rows
 
 
-GENERATORS: dict[str, Generator] = {
+GENERATORS: dict[str, Generator | ReasoningGymGenerator] = {
     "arithmetic": Generator(
         arithmetic, columns=("question", "answer"), check=_check_arithmetic, capacity=arithmetic_capacity
     ),
@@ -156,4 +157,5 @@ GENERATORS: dict[str, Generator] = {
         check=check_countdown,
         capacity=countdown_capacity,
     ),
+    "reasoning_gym": ReasoningGymGenerator(),  # any reasoning-gym task, or a weighted mix
 }

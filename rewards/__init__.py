@@ -21,13 +21,22 @@ Modules, one concept each: ``base`` (the Reward class and calling convention), `
 (names and parameter checks, with ``typecheck``), ``extract`` (finding answers), ``number_parsing`` and
 ``latex_normalize`` (normalisation), ``sandbox`` and ``_sympy_worker``
 (bounded-time sympy in worker processes), and the rewards: ``math_rewards``, ``numeric_rewards``,
-``format_rewards``, ``countdown``, ``length``, ``repetition``. ``rewards/README.md`` lists every
+``format_rewards``, ``countdown``, ``length``, ``repetition``, ``reasoning_gym`` (reasoning-gym's
+scorers, in a worker process of their own; ``tagged_json`` stores their metadata). ``rewards/README.md`` lists every
 reward with its parameters.
 
 Importing this package is fast and imports neither sympy nor torch, transformers or trl.
 """
 
-from rewards import countdown, format_rewards, length, math_rewards, numeric_rewards, repetition  # noqa: F401
+from rewards import (  # noqa: F401
+    countdown,
+    format_rewards,
+    length,
+    math_rewards,
+    numeric_rewards,
+    reasoning_gym,
+    repetition,
+)
 from rewards.base import Reward, RewardSetupError, Sample, completion_text
 from rewards.extract import ANSWER_STYLES, PREFERENCE_ORDER, extract_answer, find_answers, find_boxed
 from rewards.latex_normalize import canonical_answer

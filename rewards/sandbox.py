@@ -58,11 +58,16 @@ class Job:
 
 
 class _Worker:
-    """One worker process and the line-based pipe protocol to it."""
+    """One worker process and the line-based pipe protocol to it.
 
-    def __init__(self) -> None:
+    ``script`` is the worker program: the sympy worker by default; any script that answers the same
+    start-up handshake (``{"ready": true}`` or ``{"error": ...}``) and one JSON reply per request line.
+    """
+
+    def __init__(self, script: Path = WORKER_SCRIPT) -> None:
+        self.script = script
         self.process = subprocess.Popen(
-            [sys.executable, "-u", str(WORKER_SCRIPT)],
+            [sys.executable, "-u", str(script)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=None,  # inherited: a crash's traceback stays visible; nothing is written otherwise
@@ -108,7 +113,8 @@ class _Worker:
             return True
         message = self._read_message(time.monotonic() + STARTUP_TIMEOUT_SECONDS)
         if message is not None and "error" in message:
-            raise WorkerUnavailableError(f"math_accuracy's sympy worker cannot start: {message['error']}")
+            what = "math_accuracy's sympy worker" if self.script == WORKER_SCRIPT else self.script.name
+            raise WorkerUnavailableError(f"{what} cannot start: {message['error']}")
         self.ready = message is not None and message.get("ready") is True
         return self.ready
 

@@ -32,6 +32,7 @@ EXPECTED = [
     "gsm8k_accuracy",
     "math_accuracy",
     "numeric_accuracy",
+    "reasoning_gym",
     "repetition_penalty",
     "soft_overlong",
     "tag_count",

@@ -17,7 +17,13 @@ PARAMS = {
     "cosine_length": {"max_length": 100, "accuracy_params": {"timeout_seconds": TIMEOUT}},
     "math_accuracy": {"timeout_seconds": TIMEOUT},
 }
-COLUMNS = {"solution": r"\frac{1}{2}", "numbers": [1, 2, 3], "target": 6}
+# reasoning_gym's `metadata` (tagged JSON) names a task whose scorer then reads the answer.
+COLUMNS = {
+    "solution": r"\frac{1}{2}",
+    "numbers": [1, 2, 3],
+    "target": 6,
+    "metadata": '{"source_dataset": "basic_arithmetic"}',
+}
 
 NASTY_TEXTS = [
     "",
@@ -200,6 +206,7 @@ def test_seeded_fuzz_all_rewards():
             solution=golds[:count],
             numbers=[[1, 2, 3]] * count,
             target=[6] * count,
+            metadata=['{"source_dataset": "basic_arithmetic"}'] * count,
         )
         low, high = ranges.get(name, (0.0, 1.0))
         assert all(s is None or (isinstance(s, float) and low <= s <= high) for s in scores), (name, scores)
