@@ -290,3 +290,17 @@ def test_shipped_recipes_pass_the_audit_on_their_generated_rows(name):
     rows = GENERATOR.generate(40, seed=generator.seed, **generator.params)
     report = audit(recipe, rows)
     assert report.ideal_full_marks == report.corrupted_zero == report.rows == 40, format_report(report)
+
+
+def test_without_reasoning_gym_the_reward_is_a_setup_error_not_a_zero(tmp_path, monkeypatch):
+    import rewards.reasoning_gym as module
+
+    broken = tmp_path / "worker.py"
+    broken.write_text('print(\'{"error": "cannot import reasoning_gym: No module named reasoning_gym"}\')\n')
+    WORKER.shutdown()
+    monkeypatch.setattr(module, "WORKER_SCRIPT", broken)
+    with pytest.raises(rewards.RewardSetupError, match="No module named reasoning_gym"):
+        score(["<answer>1</answer>"], row_of("leg_counting"))
+    monkeypatch.undo()
+    WORKER.shutdown()
+    assert score(["<answer>1</answer>"], row_of("leg_counting")) == [0.0]
