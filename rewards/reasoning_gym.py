@@ -75,21 +75,25 @@ class _ScorerWorker:
         """The scorer's verdict; ``"timeout"`` past ``timeout`` seconds, ``"error"`` when it raised, None
         when the task cannot be scored at all (unknown task, bad config)."""
         with self._lock:
-            try:
-                worker = self._live()
-                if not self._prepare(worker, task, config):
-                    return None
-            except TimeoutError:
-                return "error"
-            self.counters["requests"] += 1
-            started = time.monotonic()
-            request = {"op": "score", "task": task, "config": config, "entry": entry, "answer": answer}
-            reply = worker.request({**request, "soft_timeout": 0.9 * timeout}, timeout)
-            if reply is None:  # overran the deadline, or died: replace it
-                self.counters["timeouts"] += time.monotonic() - started >= timeout
+            for attempt in range(2):  # a worker found dead (not late) is replaced and asked again, once
+                try:
+                    worker = self._live()
+                    if not self._prepare(worker, task, config):
+                        return None
+                except TimeoutError:
+                    return "error"
+                self.counters["requests"] += 1
+                started = time.monotonic()
+                request = {"op": "score", "task": task, "config": config, "entry": entry, "answer": answer}
+                reply = worker.request({**request, "soft_timeout": 0.9 * timeout}, timeout)
+                if reply is not None:
+                    break
+                late = time.monotonic() - started >= timeout
+                self.counters["timeouts"] += late
                 worker.kill()
                 self._worker = None
-                return "timeout"
+                if late or attempt:
+                    return "timeout" if late else "error"
             if reply.get("timeout"):
                 self.counters["timeouts"] += 1
                 return "timeout"

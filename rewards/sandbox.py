@@ -60,14 +60,15 @@ class Job:
 class _Worker:
     """One worker process and the line-based pipe protocol to it.
 
-    ``script`` is the worker program: the sympy worker by default; any script that answers the same
-    start-up handshake (``{"ready": true}`` or ``{"error": ...}``) and one JSON reply per request line.
+    ``script`` is the worker program: the sympy worker (:data:`WORKER_SCRIPT`) by default; any script that
+    answers the same start-up handshake (``{"ready": true}`` or ``{"error": ...}``) and one JSON reply per
+    request line.
     """
 
-    def __init__(self, script: Path = WORKER_SCRIPT) -> None:
+    def __init__(self, script: Path | None = None) -> None:
         self.script = script
         self.process = subprocess.Popen(
-            [sys.executable, "-u", str(script)],
+            [sys.executable, "-u", str(script or WORKER_SCRIPT)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=None,  # inherited: a crash's traceback stays visible; nothing is written otherwise
@@ -113,7 +114,7 @@ class _Worker:
             return True
         message = self._read_message(time.monotonic() + STARTUP_TIMEOUT_SECONDS)
         if message is not None and "error" in message:
-            what = "math_accuracy's sympy worker" if self.script == WORKER_SCRIPT else self.script.name
+            what = "math_accuracy's sympy worker" if self.script is None else self.script.name
             raise WorkerUnavailableError(f"{what} cannot start: {message['error']}")
         self.ready = message is not None and message.get("ready") is True
         return self.ready

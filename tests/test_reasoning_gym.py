@@ -14,6 +14,7 @@ from grpo_recipes.audit import audit, format_report
 from grpo_recipes.reasoning_gym_tasks import GENERATOR
 from grpo_recipes.recipe import RecipeError, load_recipe, parse_recipe
 from rewards import tagged_json
+from rewards.reasoning_gym import WORKER
 
 reasoning_gym = pytest.importorskip("reasoning_gym")
 
@@ -162,14 +163,20 @@ def test_reward_never_executes_model_output(tmp_path: Path):
     assert score([f"<answer>{as_list}</answer>"], matrix) == [0.1]
 
 
-def test_reward_is_bounded_in_time_and_survives_a_hung_scorer():
+def test_reward_is_bounded_in_time_and_survives_a_dead_worker():
     row = row_of("intermediate_integration")
     started = time.monotonic()
+    # sympy would compute these for hours; the worker's alarm stops each at 0.9 s
+    slow = ["9**9**9**9**9", "x**(10**10**10)", "factorial(10**9)"]
     scores = score(
-        ["<answer>9**9**9**9**9</answer>", f"<answer>{row['answer']}</answer>"], row, timeout_seconds=1.0
+        [f"<answer>{a}</answer>" for a in slow] + [f"<answer>{row['answer']}</answer>"],
+        row,
+        timeout_seconds=1.0,
     )
-    assert scores == [0.0, 1.0]  # the worker that hung was replaced; the next answer is scored
+    assert scores == [0.0, 0.0, 0.0, 1.0]
     assert time.monotonic() - started < 15
+    WORKER._worker.process.kill()  # a worker that died (or was killed for overrunning) is replaced
+    assert score([f"<answer>{row['answer']}</answer>"], row) == [1.0]
     long = "1" * 20_001
     assert score([f"<answer>{long}</answer>"], row, max_answer_chars=20_000) == [0.0]
 
@@ -283,3 +290,17 @@ def test_shipped_recipes_pass_the_audit_on_their_generated_rows(name):
     rows = GENERATOR.generate(40, seed=generator.seed, **generator.params)
     report = audit(recipe, rows)
     assert report.ideal_full_marks == report.corrupted_zero == report.rows == 40, format_report(report)
+
+
+def test_without_reasoning_gym_the_reward_is_a_setup_error_not_a_zero(tmp_path, monkeypatch):
+    import rewards.reasoning_gym as module
+
+    broken = tmp_path / "worker.py"
+    broken.write_text('print(\'{"error": "cannot import reasoning_gym: No module named reasoning_gym"}\')\n')
+    WORKER.shutdown()
+    monkeypatch.setattr(module, "WORKER_SCRIPT", broken)
+    with pytest.raises(rewards.RewardSetupError, match="No module named reasoning_gym"):
+        score(["<answer>1</answer>"], row_of("leg_counting"))
+    monkeypatch.undo()
+    WORKER.shutdown()
+    assert score(["<answer>1</answer>"], row_of("leg_counting")) == [0.0]
