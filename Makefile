@@ -76,9 +76,7 @@ TEMPERATURE ?=
 LIMIT ?=
 OUT ?=
 EVAL_ARGS = $(if $(MODEL),--model $(MODEL)) --samples $(SAMPLES) $(if $(TEMPERATURE),--temperature $(TEMPERATURE)) \
-	$(if $(LIMIT),--limit $(LIMIT)) $(if $(EVAL_DATA),--data $(EVAL_DATA)) $(if $(OUT),--output-dir $(OUT))
-# DATA has a default for the audit; evaluation takes it only when given on the command line.
-EVAL_DATA = $(if $(filter command line,$(origin DATA)),$(DATA))
+	$(if $(LIMIT),--limit $(LIMIT)) $(if $(DATA),--data $(DATA)) $(if $(OUT),--output-dir $(OUT))
 
 eval: setup model
 	$(PY) scripts/evaluate.py --config recipes/$(RECIPE).yaml $(EVAL_ARGS) $(ARGS)

@@ -348,10 +348,11 @@ def test_compare_with_vllm_matches_the_file_contract(tmp_path, tiny_model):
     pytest.importorskip("vllm")
     recipe = _recipe(tmp_path, tiny_model)
     adapter = _adapter(tiny_model, tmp_path / "adapter")
-    out = tmp_path / "eval"
+    out, scratch = tmp_path / "eval", tmp_path / "tmp"
+    scratch.mkdir()
     result = run_script(
         "evaluate.py", "--config", str(recipe), "--model", str(adapter), "--base", str(tiny_model),
-        "--samples", "4", "--temperature", "1.0", "--output-dir", str(out),
+        "--samples", "4", "--temperature", "1.0", "--output-dir", str(out), extra_env={"TMPDIR": str(scratch)},
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     for role in ("base", "model"):
@@ -359,7 +360,7 @@ def test_compare_with_vllm_matches_the_file_contract(tmp_path, tiny_model):
         assert metrics["backend"] == "vllm"
         assert all(0 < r["tokens"] <= 6 for r in samples if r["completion"])
     assert (out / "model" / "comparison.json").is_file()
-    assert not list(Path("/tmp").glob("grpo-eval-merged-*")), "the merged copy of the adapter is left behind"
+    assert not list(scratch.glob("grpo-eval-*")), "the merged adapter or the engine's files are left behind"
 
 
 @pytest.mark.smoke
