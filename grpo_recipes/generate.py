@@ -12,7 +12,6 @@ import contextlib
 import json
 import os
 import shutil
-import socket
 import tempfile
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
@@ -20,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from .recipe import ModelSpec
+from .smoke import free_port
 
 #: vLLM's memory share when it evaluates alone: a CPU backend reserves that share of host memory.
 CPU_VLLM_MEMORY = 0.2
@@ -195,12 +195,6 @@ def generate_transformers(
     return results
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 def generate_vllm(
     model_path: str,
     spec: ModelSpec,
@@ -230,7 +224,7 @@ def generate_vllm(
     env = dict(os.environ)
     # The engine runs as a one-process group of its own (`external_launcher`, as TRL's colocate mode).
     env.update(
-        RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port())
+        RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port())
     )
     if device is not None:
         env["CUDA_VISIBLE_DEVICES"] = device

@@ -30,6 +30,19 @@ def run_script(script: str, *args: str, timeout: float = 600, extra_env: dict | 
     return subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
 
 
+def two_process_launcher() -> list[str]:
+    """`accelerate launch` of two real gloo processes on this CPU (configs/cpu_2proc.yaml: MULTI_GPU, no GPU)."""
+    accelerate = REPO / ".venv" / "bin" / "accelerate"
+    return [
+        str(accelerate) if accelerate.exists() else "accelerate",
+        "launch",
+        "--config_file",
+        str(REPO / "configs" / "cpu_2proc.yaml"),
+        "--main_process_port",
+        str(29500 + os.getpid() % 1000),
+    ]
+
+
 def write_recipe(path: Path, data: dict) -> Path:
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path

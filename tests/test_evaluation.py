@@ -9,12 +9,11 @@ from __future__ import annotations
 import itertools
 import json
 import math
-import os
 from collections import Counter
 from pathlib import Path
 
 import pytest
-from support import REPO, SHARED_DATA, run_script, tiny_recipe, write_recipe
+from support import SHARED_DATA, run_script, tiny_recipe, two_process_launcher, write_recipe
 
 from grpo_recipes.evaluate import compare, per_problem, summarize
 from grpo_recipes.metrics import k_values, maj_at_k, majority_correct, paired_difference, pass_at_k
@@ -371,15 +370,7 @@ def test_evaluate_split_across_two_processes_gives_the_single_process_result(tmp
         "evaluate.py", "--config", str(recipe), "--backend", "transformers", "--output-dir", str(single)
     )
     assert result.returncode == 0, result.stderr[-3000:]
-    accelerate = REPO / ".venv" / "bin" / "accelerate"
-    launcher = [
-        str(accelerate) if accelerate.exists() else "accelerate",
-        "launch",
-        "--config_file",
-        str(REPO / "configs" / "cpu_2proc.yaml"),
-        "--main_process_port",
-        str(29500 + os.getpid() % 1000),
-    ]
+    launcher = two_process_launcher()
     result = run_script(
         "evaluate.py", "--config", str(recipe), "--backend", "transformers", "--output-dir", str(double),
         launcher=launcher, extra_env={"CUDA_VISIBLE_DEVICES": ""},

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import json
-import os
 
 import pytest
 import yaml
-from support import REPO, run_script, tiny_recipe, write_recipe
+from support import run_script, tiny_recipe, two_process_launcher, write_recipe
 
 from grpo_recipes.recipe import load_recipe
 
@@ -139,15 +138,7 @@ def test_two_process_ddp_on_cpu_really_runs_two_ranks(tiny_model, tmp_path):
     data = tiny_recipe(tiny_model, out, per_device_train_batch_size=2)
     data["evaluation"]["enabled"] = False
     recipe = write_recipe(tmp_path / "ddp.yaml", data)
-    accelerate = REPO / ".venv" / "bin" / "accelerate"
-    launcher = [
-        str(accelerate) if accelerate.exists() else "accelerate",
-        "launch",
-        "--config_file",
-        str(REPO / "configs" / "cpu_2proc.yaml"),
-        "--main_process_port",
-        str(29500 + os.getpid() % 1000),
-    ]
+    launcher = two_process_launcher()
     result = run_script(
         "train.py", "--config", str(recipe), launcher=launcher, extra_env={"CUDA_VISIBLE_DEVICES": ""}
     )
