@@ -36,7 +36,7 @@ from rewards.extract import find_boxed
 from rewards.math_rewards import fast_verdict, prepare_answer
 from rewards.number_parsing import format_number
 
-from .data import build_prompt, load_hub_split, load_local_file
+from .data import DataFileError, build_prompt, load_hub_split, read_data_file
 from .recipe import LOCAL_DATA_SUFFIXES, Recipe, RecipeError, check_columns
 from .reward_stack import RewardStack
 from .tasks import GENERATORS
@@ -53,22 +53,10 @@ class AuditInputError(ValueError):
 
 def load_rows(path: str | Path, limit: int | None = None) -> list[dict[str, Any]]:
     """The rows of a local .jsonl/.json/.parquet/.csv file, read as training reads a local dataset."""
-    path = Path(path)
-    if path.suffix not in LOCAL_DATA_SUFFIXES:
-        raise AuditInputError(f"{path}: unsupported data file; use one of {', '.join(LOCAL_DATA_SUFFIXES)}.")
-    if not path.is_file():
-        raise AuditInputError(f"{path}: no such data file.")
     try:
-        dataset = load_local_file(str(path))
-    except Exception as err:  # datasets raises a variety of errors for malformed files
-        raise AuditInputError(
-            f"{path}: cannot be read ({type(err).__name__}: {err})".replace("\n", " ")
-        ) from None
-    if limit is not None:
-        dataset = dataset.select(range(min(limit, len(dataset))))
-    if len(dataset) == 0:
-        raise AuditInputError(f"{path}: no rows.")
-    return dataset.to_list()
+        return read_data_file(path, limit).to_list()
+    except DataFileError as err:
+        raise AuditInputError(str(err)) from None
 
 
 def recipe_data(recipe: Recipe, limit: int | None = None) -> list[tuple[str, list[dict[str, Any]]]]:

@@ -16,6 +16,44 @@ OVERRIDES_HELP = (
 )
 
 
+def integer_at_least(minimum: int) -> Callable[[str], int]:
+    """An argparse `type` for integers >= `minimum`: `--limit 0` is a usage error, not an empty run.
+
+    >>> integer_at_least(1)("8")
+    8
+    """
+
+    def parse(text: str) -> int:
+        value = int(text)
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {minimum}, got {text}")
+        return value
+
+    return parse
+
+
+def number_in(low: float, high: float = float("inf"), *, above_low: bool = False) -> Callable[[str], float]:
+    """An argparse `type` for numbers in [low, high], or (low, high] with `above_low` (NaN refused).
+
+    >>> number_in(0, 1)("0.99")
+    0.99
+    """
+
+    def parse(text: str) -> float:
+        value = float(text)
+        if not (low < value if above_low else low <= value) or not value <= high:
+            opening = "(" if above_low else "["
+            bounds = (
+                f"{'>' if above_low else '>='} {low:g}"
+                if high == float("inf")
+                else f"in {opening}{low:g}, {high:g}]"
+            )
+            raise argparse.ArgumentTypeError(f"expected a number {bounds}, got {text}")
+        return value
+
+    return parse
+
+
 def recipe_parser(description: str) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--config", required=True, help="a recipe file, or a name from recipes/ (e.g. gsm8k)")

@@ -51,6 +51,34 @@ def load_local_file(path: str):
     return datasets.load_dataset(LOCAL_DATA_SUFFIXES[Path(path).suffix], data_files=path, split="train")
 
 
+class DataFileError(ValueError):
+    """A data file named on the command line that cannot be used: its message names the file and why."""
+
+
+def read_data_file(path: str | Path, limit: int | None = None):
+    """A local .jsonl/.json/.parquet/.csv file's rows as a `datasets.Dataset`, read as training reads one.
+
+    The first `limit` rows only, when given. Every reason it cannot be used is one `DataFileError` line:
+    a suffix we do not read, no such file, a file `datasets` cannot parse, no rows.
+    """
+    path = Path(path)
+    if path.suffix not in LOCAL_DATA_SUFFIXES:
+        raise DataFileError(f"{path}: unsupported data file; use one of {', '.join(LOCAL_DATA_SUFFIXES)}.")
+    if not path.is_file():
+        raise DataFileError(f"{path}: no such data file.")
+    try:
+        dataset = load_local_file(str(path))
+    except Exception as err:  # datasets raises a variety of errors for malformed files
+        raise DataFileError(
+            f"{path}: cannot be read ({type(err).__name__}: {err})".replace("\n", " ")
+        ) from None
+    if limit is not None:
+        dataset = dataset.select(range(min(limit, len(dataset))))
+    if len(dataset) == 0:
+        raise DataFileError(f"{path}: no rows.")
+    return dataset
+
+
 def load_hub_split(path: str, config: str | None, split: str):
     """One split of a Hub dataset (cached by `datasets`; offline it must be in the cache)."""
     import datasets

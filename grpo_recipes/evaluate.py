@@ -52,17 +52,14 @@ def eval_rows(recipe: Recipe, data_path: str | None = None, limit: int | None = 
 
     A data file gets the recipe's prompt and its columns are checked as a held-out file's are.
     """
-    from .data import load_local_file, load_splits, with_prompts
-    from .recipe import LOCAL_DATA_SUFFIXES, check_columns
+    from .data import DataFileError, load_splits, read_data_file, with_prompts
+    from .recipe import check_columns
 
     if data_path is not None:
-        if Path(data_path).suffix not in LOCAL_DATA_SUFFIXES:
-            raise RecipeError(
-                recipe.source, "--data", f"{data_path}: use one of {', '.join(LOCAL_DATA_SUFFIXES)}"
-            )
-        if not Path(data_path).is_file():
-            raise RecipeError(recipe.source, "--data", f"{data_path}: no such file")
-        rows = load_local_file(data_path)
+        try:
+            rows = read_data_file(data_path)
+        except DataFileError as err:
+            raise RecipeError(recipe.source, "--data", str(err)) from None
         check_columns(recipe, rows.column_names, held_out=True)
         rows = with_prompts(rows, recipe.prompt)
     else:

@@ -7,26 +7,11 @@
 Exit status: 0 when both thresholds are met, 1 when one is not, 2 for a bad recipe or data file.
 """
 
-import argparse
 import sys
 
-from grpo_recipes.cli import EXIT_BAD_INPUT, recipe_parser, run_with_recipe
+from grpo_recipes.cli import EXIT_BAD_INPUT, integer_at_least, number_in, recipe_parser, run_with_recipe
 
 EXIT_BELOW_THRESHOLD = 1
-
-
-def fraction(text: str) -> float:
-    value = float(text)
-    if not value >= 0:
-        raise argparse.ArgumentTypeError(f"expected a fraction >= 0 (0.99 means 99 %), got {text}")
-    return value
-
-
-def positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive number of rows, got {text}")
-    return value
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -36,17 +21,24 @@ def main(argv: list[str] | None = None) -> int:
         help="the rows to audit: a .jsonl, .json, .parquet or .csv file (default: the recipe's own data, "
         "dataset.path and dataset.eval_path, or its generator's rows)",
     )
-    parser.add_argument("--limit", type=positive, help="audit only the first N rows (of each data source)")
     parser.add_argument(
-        "--min-ideal", type=fraction, default=0.99, help="least fraction of ideal completions with full marks"
+        "--limit", type=integer_at_least(1), help="audit only the first N rows (of each data source)"
+    )
+    parser.add_argument(
+        "--min-ideal",
+        type=number_in(0),
+        default=0.99,
+        help="least fraction of ideal completions with full marks",
     )
     parser.add_argument(
         "--min-corrupted",
-        type=fraction,
+        type=number_in(0),
         default=0.99,
         help="least fraction of corrupted completions scoring 0",
     )
-    parser.add_argument("--show", type=int, default=5, help="failing rows to list (default 5)")
+    parser.add_argument(
+        "--show", type=integer_at_least(0), default=5, help="failing rows to list (default 5)"
+    )
     args = parser.parse_args(argv)
     status = 0
 

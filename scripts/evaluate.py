@@ -17,24 +17,7 @@ import re
 import sys
 from pathlib import Path
 
-from grpo_recipes.cli import EXIT_BAD_INPUT, recipe_parser, run_with_recipe
-
-
-def at_least(minimum: int):
-    def parse(text: str) -> int:
-        value = int(text)
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"expected an integer >= {minimum}, got {text}")
-        return value
-
-    return parse
-
-
-def non_negative(text: str) -> float:
-    value = float(text)
-    if not value >= 0:
-        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text}")
-    return value
+from grpo_recipes.cli import EXIT_BAD_INPUT, integer_at_least, number_in, recipe_parser, run_with_recipe
 
 
 def slug(model: str) -> str:
@@ -47,20 +30,27 @@ def main(argv: list[str] | None = None) -> int:
     parser = recipe_parser(__doc__.strip().splitlines()[0])
     parser.add_argument("--model", help="the model to evaluate (default: the recipe's model.name_or_path)")
     parser.add_argument("--base", help="also evaluate this model on the same problems and compare (paired)")
-    parser.add_argument("--samples", type=at_least(1), default=1, help="samples per problem (default 1)")
+    parser.add_argument(
+        "--samples", type=integer_at_least(1), default=1, help="samples per problem (default 1)"
+    )
     parser.add_argument(
         "--temperature",
-        type=non_negative,
+        type=number_in(0),
         help="sampling temperature (default: 0, greedy, for one sample; the recipe's trainer.temperature "
         "or 1.0 for several)",
     )
-    parser.add_argument("--top-p", type=float, default=1.0, help="nucleus sampling (default 1.0: off)")
+    parser.add_argument(
+        "--top-p",
+        type=number_in(0, 1, above_low=True),
+        default=1.0,
+        help="nucleus sampling (default 1.0: off)",
+    )
     parser.add_argument(
         "--max-new-tokens",
-        type=at_least(1),
+        type=integer_at_least(1),
         help="default: evaluation.max_new_tokens, else trainer.max_completion_length",
     )
-    parser.add_argument("--limit", type=at_least(1), help="evaluate only the first N problems")
+    parser.add_argument("--limit", type=integer_at_least(1), help="evaluate only the first N problems")
     parser.add_argument("--data", help="a .jsonl/.json/.parquet/.csv file instead of the held-out split")
     parser.add_argument(
         "--output-dir", help="where the files go (default outputs/eval/<recipe>/<model>-<sampling>)"

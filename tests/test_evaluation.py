@@ -300,11 +300,17 @@ def test_evaluate_refuses_greedy_samples_and_bad_data(tmp_path, tiny_model):
     result = run_script("evaluate.py", "--config", str(recipe), "--samples", "4", "--temperature", "0")
     assert result.returncode == 2 and "--temperature > 0" in result.stderr
     result = run_script("evaluate.py", "--config", str(recipe), "--data", str(tmp_path / "missing.jsonl"))
-    assert result.returncode == 2 and "missing.jsonl: no such file" in result.stderr
+    assert result.returncode == 2 and "missing.jsonl: no such data file" in result.stderr
     bad = tmp_path / "bad.jsonl"
     bad.write_text(json.dumps({"q": "1 + 1", "a": "2"}) + "\n")
     result = run_script("evaluate.py", "--config", str(recipe), "--data", str(bad))
     assert result.returncode == 2 and "question" in result.stderr, result.stderr
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text('{"question": "1 + 1", "answer": \n')
+    result = run_script("evaluate.py", "--config", str(recipe), "--data", str(broken))
+    assert result.returncode == 2 and "broken.jsonl: cannot be read" in result.stderr, result.stderr
+    result = run_script("evaluate.py", "--config", str(recipe), "--top-p", "0")
+    assert result.returncode == 2 and "--top-p: expected a number in (0, 1], got 0" in result.stderr
 
 
 def _adapter(tiny_model: Path, folder: Path) -> Path:
