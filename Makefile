@@ -3,7 +3,7 @@
 #   make train RECIPE=gsm8k ARGS="trainer.learning_rate=1e-6"
 #   make train RECIPE=gsm8k LAUNCH="accelerate launch --config_file configs/zero2.yaml"
 #   make check RECIPE=gsm8k         validate a recipe and its dataset; no model loads
-#   make test                       the test suite (test-smoke: the distributed matrix, run by CI too)
+#   make test                       the test suite (test-smoke: multi-process and vLLM engine runs, CI too)
 #   make smoke RECIPE=gsm8k DIST=zero3 GEN=vllm-colocate   2 distributed steps on this CPU, tiny model
 #   make serve RECIPE=gsm8k         vLLM server for trainer.vllm_mode: server (ARGS="--host 0.0.0.0")
 #   make eval RECIPE=default MODEL=outputs/default SAMPLES=8 TEMPERATURE=0.5   pass@k, maj@k, samples.jsonl

@@ -21,6 +21,9 @@ from typing import Any
 from .recipe import ModelSpec
 from .smoke import free_port
 
+#: What torchrun/accelerate launch set for their processes, kept from a vLLM child that is a group of its own.
+LAUNCHER_VARIABLES = ("TORCHELASTIC_", "GROUP_", "ROLE_", "LOCAL_WORLD_SIZE")
+
 #: vLLM's memory share when it evaluates alone: a CPU backend reserves that share of host memory.
 CPU_VLLM_MEMORY = 0.2
 GPU_VLLM_MEMORY = 0.85
@@ -221,10 +224,17 @@ def generate_vllm(
         "settings": asdict(settings),
         "memory": memory,
     }
-    env = dict(os.environ)
-    # The engine runs as a one-process group of its own (`external_launcher`, as TRL's colocate mode).
+    # The engine runs as a one-process group of its own (`external_launcher`, as TRL's colocate mode). The
+    # launcher's own variables must not reach it: with TORCHELASTIC_USE_AGENT_STORE set, torch waits for the
+    # launcher's rendezvous store at MASTER_PORT, which the engine's fresh port never has (a silent hang).
+    env = {key: value for key, value in os.environ.items() if not key.startswith(LAUNCHER_VARIABLES)}
     env.update(
-        RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port())
+        RANK="0",
+        LOCAL_RANK="0",
+        WORLD_SIZE="1",
+        LOCAL_WORLD_SIZE="1",
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(free_port()),
     )
     if device is not None:
         env["CUDA_VISIBLE_DEVICES"] = device

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -23,11 +24,30 @@ MINIMAL = {
 
 
 def run_script(script: str, *args: str, timeout: float = 600, extra_env: dict | None = None, launcher=None):
-    """Run one of scripts/ as a user would, from the repository root; returns the CompletedProcess."""
+    """Run one of scripts/ as a user would, from the repository root; returns the CompletedProcess.
+
+    The script runs in a process group of its own: on a timeout the whole group is killed, so that a hung
+    run leaves no launcher workers or vLLM engines behind for the rest of the suite.
+    """
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
     env.update(extra_env or {})
     command = [*(launcher or [sys.executable]), str(REPO / "scripts" / script), *args]
-    return subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
+    with subprocess.Popen(
+        command,
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    ) as process:
+        try:
+            stdout, stderr = process.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.communicate()
+            raise
+    return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
 
 
 def two_process_launcher() -> list[str]:

@@ -347,7 +347,7 @@ def test_compare_a_lora_adapter_with_its_base(tmp_path, tiny_model):
     assert "difference (paired 95 % interval)" in result.stdout and "by base only" in result.stdout
 
 
-@pytest.mark.slow
+@pytest.mark.smoke
 def test_compare_with_vllm_matches_the_file_contract(tmp_path, tiny_model):
     """vLLM's CPU build, an adapter to merge, and two engines one after the other (make compare)."""
     pytest.importorskip("vllm")
@@ -387,3 +387,29 @@ def test_evaluate_split_across_two_processes_gives_the_single_process_result(tmp
     two = [json.loads(line) for line in (double / "samples.jsonl").read_text().splitlines()]
     assert one == two  # greedy: the same completions, gathered in problem order
     assert not (double / ".shards").exists() or not any((double / ".shards").iterdir())
+
+
+@pytest.mark.smoke
+def test_two_processes_each_run_their_own_vllm_engine(tmp_path, tiny_model):
+    """`accelerate launch` with vLLM: each process starts an engine on its share; the gathered greedy result
+    is the one-process result."""
+    pytest.importorskip("vllm")
+    recipe = _recipe(tmp_path, tiny_model)
+    single, double = tmp_path / "one", tmp_path / "two"
+    args = ["evaluate.py", "--config", str(recipe), "--backend", "vllm", "--limit", "6"]
+    result = run_script(*args, "--output-dir", str(single))
+    assert result.returncode == 0, result.stderr[-3000:]
+    result = run_script(
+        *args,
+        "--output-dir",
+        str(double),
+        launcher=two_process_launcher(),
+        extra_env={"CUDA_VISIBLE_DEVICES": ""},
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    log = result.stdout + result.stderr
+    assert "3 of 6 problems" in log and "process 1 of 2" in log and "vllm" in log
+    one = [json.loads(line) for line in (single / "samples.jsonl").read_text().splitlines()]
+    two = [json.loads(line) for line in (double / "samples.jsonl").read_text().splitlines()]
+    assert one == two
+    assert json.loads((double / "metrics.json").read_text())["processes"] == 2

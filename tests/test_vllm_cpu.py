@@ -72,7 +72,7 @@ def test_recipe_serve_command_takes_the_recipes_port_and_model(tmp_path):
 
 
 @needs_vllm
-@pytest.mark.slow
+@pytest.mark.smoke
 @pytest.mark.parametrize("lora", [False, True], ids=["full", "lora"])
 def test_colocate_sync_reaches_vllm_and_restores(tiny_model, tmp_path, lora):
     # One vLLM engine per process, as in training: the probe runs in a process of its own.
@@ -97,7 +97,7 @@ def test_colocate_sync_reaches_vllm_and_restores(tiny_model, tmp_path, lora):
 
 
 @needs_vllm
-@pytest.mark.slow
+@pytest.mark.smoke
 def test_make_serve_serves_the_recipes_model_until_stopped_by_its_process_id(tiny_model, tmp_path):
     import os
 
