@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from support import SHARED_DATA, run_script, tiny_recipe, two_process_launcher, write_recipe
 
-from grpo_recipes.evaluate import compare, per_problem, summarize
+from grpo_recipes.evaluate import Launch, _engine_gpu, compare, per_problem, summarize
 from grpo_recipes.metrics import k_values, maj_at_k, majority_correct, paired_difference, pass_at_k
 
 GSM8K_TEST = SHARED_DATA / "gsm8k" / "test.jsonl"
@@ -387,6 +387,26 @@ def test_evaluate_split_across_two_processes_gives_the_single_process_result(tmp
     two = [json.loads(line) for line in (double / "samples.jsonl").read_text().splitlines()]
     assert one == two  # greedy: the same completions, gathered in problem order
     assert not (double / ".shards").exists() or not any((double / ".shards").iterdir())
+
+
+@pytest.mark.parametrize(
+    ("visible", "local_rank", "world", "expected"),
+    [
+        (None, 0, 1, None),  # not launched: the engine sees what the process sees
+        (None, 3, 8, "3"),
+        ("", 1, 2, "1"),
+        ("4,5,6,7", 2, 4, "6"),  # a launch restricted to some GPUs: the local rank's entry, not GPU 2
+        ("GPU-a,GPU-b", 1, 2, "GPU-b"),
+    ],
+)
+def test_each_launched_process_gives_its_engine_its_own_gpu(
+    monkeypatch, visible, local_rank, world, expected
+):
+    if visible is None:
+        monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    else:
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
+    assert _engine_gpu(Launch(rank=local_rank, world=world, local_rank=local_rank)) == expected
 
 
 @pytest.mark.smoke
