@@ -36,10 +36,9 @@ from rewards.extract import find_boxed
 from rewards.math_rewards import fast_verdict, prepare_answer
 from rewards.number_parsing import format_number
 
-from .data import DataFileError, build_prompt, load_hub_split, read_data_file
-from .recipe import LOCAL_DATA_SUFFIXES, Recipe, RecipeError, check_columns
+from .data import DataFileError, build_prompt, data_sources, generated_rows, read_data_file
+from .recipe import Recipe, RecipeError, check_columns
 from .reward_stack import RewardStack
-from .tasks import GENERATORS
 
 #: Keyword arguments TRL builds itself rather than taking from the dataset row.
 _NOT_COLUMNS = ("prompt", "completion", "completion_ids")
@@ -71,30 +70,23 @@ def recipe_data(recipe: Recipe, limit: int | None = None) -> list[tuple[str, lis
     """
     spec = recipe.dataset
     if spec.generator is not None:
-        gen = spec.generator
-        train, held_out = GENERATORS[gen.name].splits(gen.train_size, gen.eval_size, gen.seed, **gen.params)
-        what = f"rows of dataset.generator {gen.name} ({len(train)} training + {len(held_out)} held-out)"
+        train, held_out = generated_rows(spec)
+        what = f"rows of dataset.generator {spec.generator.name} ({len(train)} training + {len(held_out)} held-out)"
         return [(what, (train + held_out)[:limit])]
-    sources = [("dataset.path", spec.path, spec.config, spec.train_split)]
-    if spec.eval_path:
-        # As in training: a Hub dataset's config applies to its own splits, not to another dataset's.
-        sources.append(("dataset.eval_path", spec.eval_path, None, spec.eval_split or "test"))
-    elif spec.eval_split:
-        sources.append(("dataset.eval_split", spec.path, spec.config, spec.eval_split))
     found = []
-    for key, path, config, split in sources:
-        if Path(path).suffix in LOCAL_DATA_SUFFIXES:
-            found.append((f"{key} {path}", load_rows(path, limit)))
+    for source in (s for s in data_sources(spec) if s is not None):
+        if source.local:
+            found.append((source.describe(), load_rows(source.path, limit)))
             continue
         try:
-            dataset = load_hub_split(path, config, split)
+            dataset = source.load()
         except Exception as err:  # offline, or no such dataset: the user can point --data at a file
             raise AuditInputError(
-                f"{recipe.source}: {key}: the Hub dataset {path} (split {split}) cannot be loaded "
-                f"({type(err).__name__}); audit a local copy with --data FILE (make audit DATA=FILE)."
+                f"{recipe.source}: {source.key}: the Hub dataset {source.path} (split {source.split}) cannot be "
+                f"loaded ({type(err).__name__}); audit a local copy with --data FILE (make audit DATA=FILE)."
             ) from None
         rows = dataset.select(range(min(limit, len(dataset)))) if limit else dataset
-        found.append((f"{key} {path} (split {split})", rows.to_list()))
+        found.append((source.describe(), rows.to_list()))
     return found
 
 

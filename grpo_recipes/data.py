@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .recipe import LOCAL_DATA_SUFFIXES, PromptSpec, Recipe, check_columns
+from .recipe import LOCAL_DATA_SUFFIXES, DatasetSpec, PromptSpec, Recipe, check_columns
 from .tasks import GENERATORS
 
 Prompt = str | list[dict[str, str]]
@@ -86,6 +86,52 @@ def load_hub_split(path: str, config: str | None, split: str):
     return datasets.load_dataset(path, config, split=split)
 
 
+@dataclass(frozen=True)
+class DataSource:
+    """One set of rows a recipe's `dataset` section names: a local file, or one split of a Hub dataset."""
+
+    key: str
+    """The recipe key that names it (`dataset.path`, `dataset.eval_path`, `dataset.eval_split`)."""
+    path: str
+    config: str | None
+    split: str
+
+    @property
+    def local(self) -> bool:
+        return _is_local(self.path)
+
+    def describe(self) -> str:
+        return f"{self.key} {self.path}" + ("" if self.local else f" (split {self.split})")
+
+    def load(self):
+        """Its rows as a `datasets.Dataset`."""
+        return (
+            load_local_file(self.path) if self.local else load_hub_split(self.path, self.config, self.split)
+        )
+
+
+def data_sources(spec: DatasetSpec) -> tuple[DataSource, DataSource | None]:
+    """The training rows and the held-out rows (None: the recipe names none) of a dataset without a generator.
+
+    >>> from grpo_recipes.recipe import DatasetSpec
+    >>> data_sources(DatasetSpec(path="openai/gsm8k", config="main", eval_split="test"))[1].describe()
+    'dataset.eval_split openai/gsm8k (split test)'
+    """
+    train = DataSource("dataset.path", spec.path, spec.config, spec.train_split)
+    if spec.eval_path:
+        # A Hub dataset's config applies to its own splits, not to another dataset's.
+        return train, DataSource("dataset.eval_path", spec.eval_path, None, spec.eval_split or "test")
+    if spec.eval_split:
+        return train, DataSource("dataset.eval_split", spec.path, spec.config, spec.eval_split)
+    return train, None
+
+
+def generated_rows(spec: DatasetSpec) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The training and held-out rows of the recipe's `dataset.generator`."""
+    gen = spec.generator
+    return GENERATORS[gen.name].splits(gen.train_size, gen.eval_size, gen.seed, **gen.params)
+
+
 def peek_columns(recipe: Recipe, held_out: bool = False) -> list[str] | None:
     """The dataset's columns without loading it, where that is cheap (a generator or a local .jsonl file).
 
@@ -142,23 +188,13 @@ def load_splits(recipe: Recipe) -> Splits:
     spec = recipe.dataset
     eval_set = None
     if spec.generator is not None:
-        gen = spec.generator
-        train_rows, eval_rows = GENERATORS[gen.name].splits(
-            gen.train_size, gen.eval_size, gen.seed, **gen.params
-        )
+        train_rows, eval_rows = generated_rows(spec)
         train, eval_set = datasets.Dataset.from_list(train_rows), datasets.Dataset.from_list(eval_rows)
     else:
-        train = (
-            load_local_file(spec.path)
-            if _is_local(spec.path)
-            else load_hub_split(spec.path, spec.config, spec.train_split)
-        )
-        if spec.eval_path and _is_local(spec.eval_path):
-            eval_set = load_local_file(spec.eval_path)
-        elif spec.eval_path or spec.eval_split:
-            # The same Hub dataset's config applies to its own held-out split, not to another dataset's.
-            config = None if spec.eval_path else spec.config
-            eval_set = load_hub_split(spec.eval_path or spec.path, config, spec.eval_split or "test")
+        train_source, held_out_source = data_sources(spec)
+        train = train_source.load()
+        if held_out_source is not None:
+            eval_set = held_out_source.load()
         if eval_set is not None:  # other data than the training rows: its columns may differ
             check_columns(recipe, eval_set.column_names, held_out=True)
 
