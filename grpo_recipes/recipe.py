@@ -158,7 +158,7 @@ class AuditSpec:
     completion_template: str | None = None
     """Filled with {reasoning} (the gold solution's text) and {answer} (its final answer). Default: derived
     from the answer format the prompt asks for, else the accuracy reward's `answer_format` param (see
-    `grpo_recipes.audit.derive_completion_template`); the audit refuses to guess beyond that."""
+    `grpo_recipes.audit.completion_template`); the audit refuses to guess beyond that."""
     gold_answer: Literal["raw", "gsm8k", "boxed"] = "raw"
     """How the final answer is read from the gold: the whole value, after `####`, or the last \\boxed{}."""
 
