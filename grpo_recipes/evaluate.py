@@ -34,6 +34,7 @@ from .metrics import (
     wilson_interval,
 )
 from .recipe import Recipe, RecipeError
+from .report import markdown_table
 
 SAMPLES_FILE, METRICS_FILE, REPORT_FILE = "samples.jsonl", "metrics.json", "report.md"
 #: Completions scored per reward call: bounds memory on long evaluations.
@@ -249,16 +250,22 @@ def evaluation_report(samples: list[dict[str, Any]], metrics: dict[str, Any], ab
         f"generated with {about.get('backend')} in {about.get('seconds', 0):.0f} s",
         f"- evaluation reward: `{about.get('reward')}` (correct = full marks)",
         "",
-        "| metric | value |",
-        "|---|---|",
     ]
-    for key in metric_names(metrics):
-        extra = f" [{100 * low:.1f}, {100 * high:.1f}]" if key == "pass@1" else ""
-        lines.append(f"| {key} | {100 * metrics[key]:.1f} %{extra} |")
+    rows = [
+        [
+            key,
+            f"{100 * metrics[key]:.1f} %"
+            + (f" [{100 * low:.1f}, {100 * high:.1f}]" if key == "pass@1" else ""),
+        ]
+        for key in metric_names(metrics)
+    ]
+    rows += [
+        ["mean completion length", f"{metrics['mean_completion_tokens']:.1f} tokens"],
+        ["truncated", f"{100 * metrics['truncated']:.1f} %"],
+        ["well-formed answer", f"{100 * metrics['well_formed']:.1f} %"],
+    ]
+    lines += markdown_table(["metric", "value"], rows)
     lines += [
-        f"| mean completion length | {metrics['mean_completion_tokens']:.1f} tokens |",
-        f"| truncated | {100 * metrics['truncated']:.1f} % |",
-        f"| well-formed answer | {100 * metrics['well_formed']:.1f} % |",
         "",
         f"Every sample is in `{SAMPLES_FILE}`; these figures are in `{METRICS_FILE}`.",
         "",

@@ -417,7 +417,12 @@ def read_run(run_dir: str | Path) -> RunFolder:
 # --- report.md -----------------------------------------------------------------------------------------------
 
 
-def _table(header: list[str], rows: list[list[str]]) -> list[str]:
+def markdown_table(header: list[str], rows: list[list[str]]) -> list[str]:
+    """The lines of a Markdown table.
+
+    >>> markdown_table(["metric", "value"], [["pass@1", "50.0 %"]])
+    ['| metric | value |', '| --- | --- |', '| pass@1 | 50.0 % |']
+    """
     lines = ["| " + " | ".join(header) + " |", "| " + " | ".join("---" for _ in header) + " |"]
     return lines + ["| " + " | ".join(row) + " |" for row in rows]
 
@@ -560,7 +565,7 @@ def render_report_md(run: RunFolder, pictures: list[str]) -> str:
             f"Means over the first and the last {covered} of the {logged} logged steps (a tenth, at least one).",
             "",
         ]
-        lines += _table(["metric", f"first {covered}", f"last {covered}", "change"], rows) + [""]
+        lines += markdown_table(["metric", f"first {covered}", f"last {covered}", "change"], rows) + [""]
 
     if run.before or run.after:
         lines += ["## Held-out accuracy (greedy, 95 % Wilson interval)", ""]
@@ -573,7 +578,7 @@ def render_report_md(run: RunFolder, pictures: list[str]) -> str:
                 table.append([when, format_accuracy(result), f"[{name}]({name})"])
             else:
                 table.append([when, "not evaluated", "-"])
-        lines += _table(["", "accuracy", "details"], table)
+        lines += markdown_table(["", "accuracy", "details"], table)
         if run.before and run.after:
             change = 100 * (run.after["accuracy"] - run.before["accuracy"])
             paired = (run.summary or {}).get("comparison")
@@ -607,7 +612,9 @@ def render_report_md(run: RunFolder, pictures: list[str]) -> str:
     versions = _versions(run)
     if versions:
         lines += ["## Versions", ""]
-        lines += _table(["package", "version"], [[name, version] for name, version in versions.items()])
+        lines += markdown_table(
+            ["package", "version"], [[name, version] for name, version in versions.items()]
+        )
         lines.append("")
     return "\n".join(lines).rstrip() + "\n"
 
