@@ -130,7 +130,7 @@ class RewardSpec:
 
 @dataclass
 class SamplingSpec:
-    """Which groups an optimizer step trains on (grpo_recipes.dynamic_sampling)."""
+    """Which groups an optimizer step trains on (grpo_recipes.training.dynamic_sampling)."""
 
     dynamic: bool = False
     """DAPO's dynamic sampling: groups whose rewards are all equal are replaced by fresh prompts' groups."""
@@ -158,7 +158,7 @@ class AuditSpec:
     completion_template: str | None = None
     """Filled with {reasoning} (the gold solution's text) and {answer} (its final answer). Default: derived
     from the answer format the prompt asks for, else the accuracy reward's `answer_format` param (see
-    `grpo_recipes.audit.completion_template`); the audit refuses to guess beyond that."""
+    `grpo_recipes.evaluation.audit.completion_template`); the audit refuses to guess beyond that."""
     gold_answer: Literal["raw", "gsm8k", "boxed"] = "raw"
     """How the final answer is read from the gold: the whole value, after `####`, or the last \\boxed{}."""
 
@@ -178,13 +178,15 @@ class Recipe:
     name: str = field(default="", init=False)
     """Set from the file name; not a key in the file."""
     source: str = field(default="", init=False)
-    """Where the recipe came from, with the overrides applied; not a key in the file."""
+    """Where the recipe came from, with the overrides applied (for messages); not a key in the file."""
+    path: Path | None = field(default=None, init=False)
+    """The recipe file, when it was read from one; not a key in the file."""
 
     def to_dict(self) -> dict[str, Any]:
         """The recipe as plain data, in the shape of the file (for writing the resolved recipe)."""
         data = dataclasses.asdict(self)
-        data.pop("name")
-        data.pop("source")
+        for not_in_file in ("name", "source", "path"):
+            data.pop(not_in_file)
         return data
 
     @property
@@ -527,7 +529,9 @@ def load_recipe(path: str | Path, overrides: list[str] | None = None, check_trai
             str(path), "", "a recipe must be a YAML mapping with sections model, dataset, prompt, ..."
         )
     apply_overrides(data, overrides, source)
-    return parse_recipe(data, source, name=path.stem, check_trainer=check_trainer, base_dir=path.parent)
+    recipe = parse_recipe(data, source, name=path.stem, check_trainer=check_trainer, base_dir=path.parent)
+    recipe.path = path
+    return recipe
 
 
 def yaml_error(source: str, text: str, err: yaml.YAMLError) -> RecipeError:

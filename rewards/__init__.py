@@ -50,7 +50,7 @@ from rewards.registry import (
     register,
     reward_params,
 )
-from rewards.sandbox import shutdown_workers
+from rewards.worker_pool import shutdown_workers
 
 __all__ = [
     "ANSWER_STYLES",

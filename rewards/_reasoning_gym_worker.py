@@ -1,7 +1,7 @@
 """The worker process that runs reasoning-gym's own scorers (``score_answer``) on extracted answers.
 
 Run as ``python _reasoning_gym_worker.py`` by :mod:`rewards.reasoning_gym`, through the same pipe
-protocol as the sympy worker (:mod:`rewards.sandbox`): one JSON object per line on stdin, one JSON
+protocol as the sympy worker (:mod:`rewards.worker_pool`): one JSON object per line on stdin, one JSON
 reply per line on stdout. It imports nothing from the ``rewards`` package except ``tagged_json``, by
 file path.
 

@@ -1,6 +1,6 @@
 """The worker process that runs math-verify (sympy) on answers the fast path could not decide.
 
-Run as ``python _sympy_worker.py`` by :mod:`rewards.sandbox`; it imports nothing from the ``rewards``
+Run as ``python _sympy_worker.py`` by :mod:`rewards.worker_pool`; it imports nothing from the ``rewards``
 package, so it starts the same way whatever the parent's ``__main__`` is. Protocol: one JSON object
 per line on stdin, one JSON reply per line on stdout.
 

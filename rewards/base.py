@@ -21,6 +21,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from rewards.typecheck import parameters
+
 logger = logging.getLogger(__name__)
 
 #: Keyword arguments TRL passes that are not per-completion dataset columns.
@@ -119,12 +121,29 @@ class Reward:
     def __name__(self) -> str:  # TRL names the reward (its log column) after __name__
         return self.name
 
+    @classmethod
+    def signature(cls) -> dict[str, tuple[Any, Any]]:
+        """``{param: (default, annotation)}`` from ``__init__``'s parameters, which must all be keyword-only
+        with a default (``REQUIRED`` when there is none): what the registry checks a recipe's params against."""
+        cached = cls.__dict__.get("_signature_cache")
+        if cached is not None:
+            return cached
+        params: dict[str, tuple[Any, Any]] = {}
+        if cls.__init__ is not object.__init__:
+            for param in parameters(cls.__init__).values():
+                if param.kind is not param.KEYWORD_ONLY or param.default is param.empty:
+                    raise TypeError(
+                        f"{cls.__qualname__}.__init__: parameter {param.name!r} must be keyword-only with a "
+                        "default (use REQUIRED when there is none)"
+                    )
+                params[param.name] = (param.default, param.annotation)
+        cls._signature_cache = params
+        return params
+
     @property
     def params(self) -> dict[str, Any]:
         """This reward's parameter values, by name."""
-        from rewards.registry import reward_params  # the registry imports this module
-
-        return {key: getattr(self, key) for key in reward_params(self.name)}
+        return {key: getattr(self, key) for key in self.signature()}
 
     def __repr__(self) -> str:
         args = ", ".join(f"{key}={value!r}" for key, value in self.params.items())

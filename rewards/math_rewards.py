@@ -20,7 +20,7 @@ give math-verify's verdict; everything else goes to math-verify in a worker proc
      exactly when both are integers or fractions; rounded to 6 decimal places when one is a decimal,
      which the fast path settles only when the values are equal or more than 10^-6 apart.
 
-4. **Slow path**: math-verify in a worker process (:mod:`rewards.sandbox`), with a hard
+4. **Slow path**: math-verify in a worker process (:mod:`rewards.worker_pool`), with a hard
    ``timeout_seconds`` per completion; verdicts are cached per (gold, answers).
 
 ``tests/rewards/test_reward_agreement.py`` checks the fast path against math-verify on every MATH-500
@@ -43,7 +43,7 @@ from rewards.extract import find_answer_tags, find_boxed, find_gsm8k_answers
 from rewards.latex_normalize import MAX_ANSWER_CHARS, canonical_answer, repair_latex
 from rewards.number_parsing import PlainNumber, plain_number
 from rewards.registry import invalid, register
-from rewards.sandbox import POOL, Job
+from rewards.worker_pool import POOL, Job
 
 #: A completion with more distinct final answers than this scores 0 without further checks.
 MAX_DISTINCT_ANSWERS = 4

@@ -5,7 +5,7 @@ written by its authors: exact match for most, several valid answers for some (a 
 credit for others. This reward reads the final answer (the last ``<answer>`` block or ``\boxed{}``, or "the answer is ...") and
 asks that scorer, so each task is verified as its authors meant.
 
-The rows come from the ``reasoning_gym`` generator (``grpo_recipes.reasoning_gym_tasks``), whose columns
+The rows come from the ``reasoning_gym`` generator (``grpo_recipes.tasks.reasoning_gym``), whose columns
 the reward reads: ``solution`` (the gold answer, ``""`` where a task has none), ``metadata`` (the entry's
 metadata as :mod:`rewards.tagged_json`), and optionally ``task`` (else the metadata's
 ``source_dataset``), ``task_config`` (JSON of the task's settings, default ``{}``) and ``question``.
@@ -29,7 +29,7 @@ from rewards import tagged_json
 from rewards.base import LogExtra, Reward, Sample
 from rewards.extract import extract_answer
 from rewards.registry import invalid, register
-from rewards.sandbox import STARTUP_TIMEOUT_SECONDS, _Worker
+from rewards.worker_pool import STARTUP_TIMEOUT_SECONDS, _Worker
 
 WORKER_SCRIPT = Path(__file__).with_name("_reasoning_gym_worker.py")
 

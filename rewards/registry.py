@@ -26,7 +26,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from rewards.base import Reward
-from rewards.typecheck import FieldError, check_mapping, parameters
+from rewards.typecheck import FieldError, check_mapping
 
 
 class _Required:
@@ -79,7 +79,7 @@ def register(name: str) -> Callable[[R], R]:
             raise TypeError(f"@register({name!r}) decorates Reward subclasses, not {cls!r}")
         if name in _REGISTRY and _REGISTRY[name] is not cls:
             raise ValueError(f"reward name {name!r} is already registered by {_REGISTRY[name].__qualname__}")
-        _signature(cls)  # fail at import time if the signature breaks the conventions
+        cls.signature()  # fail at import time if the signature breaks the conventions
         cls.name = name
         _REGISTRY[name] = cls
         return cls
@@ -110,7 +110,7 @@ def reward_params(name: str) -> dict[str, Any]:
     >>> reward_params("think_format")
     {'strict': False, 'think_prefilled': False}
     """
-    return {param: default for param, (default, _) in _signature(reward_class(name)).items()}
+    return {param: default for param, (default, _) in reward_class(name).signature().items()}
 
 
 def get_reward(name: str, **params: Any) -> Reward:
@@ -128,7 +128,7 @@ def get_reward(name: str, **params: Any) -> Reward:
             reward, the parameter and the allowed parameters).
     """
     cls = reward_class(name)
-    signature = _signature(cls)
+    signature = cls.signature()
     allowed = ", ".join(f"{key}={default!r}" for key, (default, _) in signature.items()) or "none"
     required = [key for key, (default, _) in signature.items() if default is REQUIRED]
     try:
@@ -152,21 +152,3 @@ def invalid(name: str, message: str) -> InvalidRewardParamsError:
 
 
 # --- reading and checking signatures ---------------------------------------------------------
-
-
-def _signature(cls: type[Reward]) -> dict[str, tuple[Any, Any]]:
-    """``{param: (default, annotation)}`` from ``cls.__init__``'s keyword-only parameters."""
-    cached = cls.__dict__.get("_signature_cache")
-    if cached is not None:
-        return cached
-    params: dict[str, tuple[Any, Any]] = {}
-    if cls.__init__ is not object.__init__:
-        for param in parameters(cls.__init__).values():
-            if param.kind is not param.KEYWORD_ONLY or param.default is param.empty:
-                raise TypeError(
-                    f"{cls.__qualname__}.__init__: parameter {param.name!r} must be keyword-only with a "
-                    "default (use REQUIRED when there is none)"
-                )
-            params[param.name] = (param.default, param.annotation)
-    cls._signature_cache = params
-    return params

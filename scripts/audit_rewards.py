@@ -44,7 +44,13 @@ def main(argv: list[str] | None = None) -> int:
 
     def body(recipe):
         nonlocal status
-        from grpo_recipes.audit import AuditInputError, audit, format_report, load_rows, recipe_data
+        from grpo_recipes.evaluation.audit import (
+            AuditInputError,
+            audit,
+            format_report,
+            load_rows,
+            recipe_data,
+        )
 
         try:
             if args.data:

@@ -2,7 +2,7 @@
 
 Part 1 (unless ``--no-generation``): the recipe's model (``--config``, default ``recipes/default.yaml``)
 generates for the recipe's first ``--prompts`` held-out prompts, built by the project's own prompt builder
-and rendered with the tokenizer's chat template as ``grpo_recipes.evaluate`` does. Every back-end gets the
+and rendered with the tokenizer's chat template as ``grpo_recipes.evaluation.evaluate`` does. Every back-end gets the
 same prompt tokens and sampling settings (``--temperature``, top-p 1, no top-k) and generates exactly
 ``--max-new-tokens`` tokens per prompt (end-of-sequence ignored), all prompts in one batch, ``--repeats``
 timed runs after one untimed warm-up:
@@ -41,7 +41,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from grpo_recipes.smoke import free_port
+from grpo_recipes.ports import free_port
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -70,15 +70,14 @@ def has_cuda() -> bool:
 def build_prompts(recipe, tokenizer, count: int) -> list[list[int]]:
     """Token ids of the first `count` held-out prompts (training rows if the recipe holds none out)."""
     from grpo_recipes.data import load_splits
-    from grpo_recipes.evaluate import _render
+    from grpo_recipes.evaluation.generate import prompt_token_ids
 
     splits = load_splits(recipe)
     rows = splits.eval if splits.eval is not None else splits.train
     if count > len(rows):
         raise SystemExit(f"error: --prompts {count} but the recipe has only {len(rows)} prompts")
-    chat_kwargs = recipe.trainer.get("chat_template_kwargs") or {}
-    texts = [_render(prompt, tokenizer, chat_kwargs) for prompt in rows.select(range(count))["prompt"]]
-    return [tokenizer(text, add_special_tokens=False)["input_ids"] for text in texts]
+    chat_kwargs = recipe.trainer.get("chat_template_kwargs")
+    return prompt_token_ids(rows.select(range(count))["prompt"], tokenizer, chat_kwargs)
 
 
 def timed_runs(generate, repeats: int, label: str) -> dict[str, Any]:

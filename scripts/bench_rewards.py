@@ -131,6 +131,12 @@ def main() -> int:
     )
     parser.add_argument("--group-size", type=int, default=8, help="completions per prompt (GRPO's G)")
     parser.add_argument("--no-trl", action="store_true", help="skip TRL's accuracy_reward")
+    parser.add_argument(
+        "--output",
+        type=Path,
+        default=REPO_ROOT / "outputs" / "bench_rewards.json",
+        help="the table as JSON (default: outputs/bench_rewards.json)",
+    )
     args = parser.parse_args()
 
     gsm8k_path = args.data_dir / "gsm8k" / "test.jsonl"
@@ -174,6 +180,7 @@ def main() -> int:
     print(f"group size G={args.group_size}; one call per group; caches cleared and workers warmed first")
     print(header)
     print("-" * len(header))
+    table: list[dict[str, object]] = []
     for batch, groups in batches.items():
         baseline_rate = None
         baseline_scores = None
@@ -195,6 +202,19 @@ def main() -> int:
                 else f"{'-':>6}"
             )
             mean = statistics.fmean(s or 0.0 for s in scores)
+            table.append(
+                {
+                    "batch": batch,
+                    "reward": label,
+                    "completions": len(scores),
+                    "seconds": round(total, 4),
+                    "completions_per_second": round(rate, 1),
+                    "p50_ms_per_group": round(1000 * percentile(latencies, 0.5), 3),
+                    "p99_ms_per_group": round(1000 * percentile(latencies, 0.99), 3),
+                    "x_trl": round(rate / baseline_rate, 2) if baseline_rate else None,
+                    "mean_score": round(mean, 4),
+                }
+            )
             print(
                 f"{batch:8} {label:20} {len(scores):7d} {total:7.2f} {rate:9.0f} "
                 f"{1000 * percentile(latencies, 0.5):10.2f} {1000 * percentile(latencies, 0.99):10.2f} "
@@ -213,6 +233,15 @@ def main() -> int:
         line += f", trl.accuracy_reward {sum(s == 1.0 for s in theirs)}/{len(boxed)}"
     print(line)
     rewards.shutdown_workers()
+    boxed_full_marks = {"math_accuracy": sum(s == 1.0 for s in ours), "problems": len(boxed)}
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(
+        json.dumps(
+            {"group_size": args.group_size, "rows": table, "math500_boxed": boxed_full_marks}, indent=2
+        )
+        + "\n"
+    )
+    print(f"written to {args.output}")
     return 0
 
 

@@ -23,13 +23,13 @@ from pathlib import Path
 
 import yaml
 
-from grpo_recipes.metrics import paired_difference
+from grpo_recipes.evaluation.metrics import paired_difference
 
 REPO = Path(__file__).resolve().parents[1]
 
 
 def run(name: str, args: argparse.Namespace, overrides: list[str]) -> Path:
-    out = REPO / "outputs" / f"bench-sampling-{name}"
+    out = args.output_dir / f"bench-sampling-{name}"
     shutil.rmtree(out, ignore_errors=True)
     command = [
         sys.executable,
@@ -81,6 +81,12 @@ def main() -> None:
     parser.add_argument("--eval-samples", type=int, default=200)
     parser.add_argument("--output", default=str(REPO / "outputs" / "bench_sampling.json"))
     parser.add_argument(
+        "--output-dir",
+        type=Path,
+        default=REPO / "outputs",
+        help="where the two runs' folders go (default: outputs/)",
+    )
+    parser.add_argument(
         "--report-only", action="store_true", help="print the table of the last two runs again"
     )
     parser.add_argument("overrides", nargs="*", help="recipe overrides for both runs, key.path=value")
@@ -92,7 +98,7 @@ def main() -> None:
     }
     results = {
         name: measure(
-            REPO / "outputs" / f"bench-sampling-{name}" if args.report_only else run(name, args, overrides)
+            args.output_dir / f"bench-sampling-{name}" if args.report_only else run(name, args, overrides)
         )
         for name, overrides in settings.items()
     }

@@ -63,8 +63,9 @@ def main(argv: list[str] | None = None) -> int:
 
     def body(recipe):
         nonlocal status
-        from grpo_recipes.evaluate import compare, comparison_table, evaluate_model, read_samples
-        from grpo_recipes.generate import SamplingSettings
+        from grpo_recipes.evaluation.evaluate import comparison_table, evaluate_model, read_samples
+        from grpo_recipes.evaluation.generate import SamplingSettings
+        from grpo_recipes.evaluation.metrics import compare
 
         temperature = args.temperature
         if temperature is None:

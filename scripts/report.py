@@ -15,7 +15,7 @@ def main(argv: list[str] | None = None) -> int:
         "run_dir", metavar="RUN_DIR", help="a training run's output folder, e.g. outputs/default"
     )
     args = parser.parse_args(argv)
-    from grpo_recipes.report import RunFolderError, write_report
+    from grpo_recipes.evaluation.report import RunFolderError, write_report
 
     try:
         written = write_report(args.run_dir)

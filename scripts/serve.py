@@ -22,8 +22,8 @@ def main(argv: list[str] | None = None) -> int:
     def body(recipe):
         import importlib.util
 
+        from grpo_recipes.launch.serve import recipe_serve_command
         from grpo_recipes.recipe import RecipeError
-        from grpo_recipes.serve import recipe_serve_command
 
         if importlib.util.find_spec("vllm") is None:
             raise RecipeError(

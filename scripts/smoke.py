@@ -7,8 +7,8 @@ import sys
 from pathlib import Path
 
 from grpo_recipes.cli import recipe_parser
+from grpo_recipes.launch.smoke import DISTRIBUTIONS, GENERATIONS, LORA_CHOICES, run_smoke
 from grpo_recipes.recipe import RecipeError
-from grpo_recipes.smoke import DISTRIBUTIONS, GENERATIONS, LORA_CHOICES, run_smoke
 
 
 def main(argv: list[str] | None = None) -> int:

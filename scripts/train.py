@@ -22,7 +22,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     def body(recipe):
-        from grpo_recipes import train
+        from grpo_recipes.training import train
 
         if args.check:
             train.check(recipe)

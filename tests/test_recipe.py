@@ -10,8 +10,8 @@ import pytest
 import yaml
 from support import MINIMAL, REPO, SHARED_DATA, write_recipe
 
-from grpo_recipes.audit import audit
 from grpo_recipes.data import build_prompt, load_splits, peek_columns
+from grpo_recipes.evaluation.audit import audit
 from grpo_recipes.recipe import (
     RecipeError,
     apply_overrides,
@@ -21,7 +21,7 @@ from grpo_recipes.recipe import (
     template_placeholders,
 )
 from grpo_recipes.reward_stack import RewardStack
-from grpo_recipes.train import check, grpo_config
+from grpo_recipes.training.train import check, grpo_config
 
 RECIPES = sorted((REPO / "recipes").glob("*.yaml"))
 
@@ -397,7 +397,7 @@ def test_every_recipe_validates_and_dry_runs(path, capsys):
 def test_every_recipe_trains_one_step_on_a_tiny_model(path, tiny_model, tmp_path):
     """Each recipe's prompts, rewards, LoRA setting and loss through one real GRPO step, on the tiny model,
     a few rows of its data and short completions; GPU-only settings (vLLM, bf16) off on this CPU."""
-    from grpo_recipes.train import train
+    from grpo_recipes.training.train import train
 
     recipe = load_recipe(path)
     sample = (

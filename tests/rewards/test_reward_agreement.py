@@ -17,7 +17,7 @@ import pytest
 
 from rewards.math_rewards import MathAccuracy, prepare_answer, prepare_gold
 from rewards.number_parsing import format_number, plain_number
-from rewards.sandbox import POOL, Job
+from rewards.worker_pool import POOL, Job
 
 pytestmark = pytest.mark.slow
 

@@ -6,7 +6,7 @@ import pytest
 
 from rewards import get_reward
 from rewards.math_rewards import VERDICTS, fast_verdict, prepare_answer, prepare_gold
-from rewards.sandbox import POOL
+from rewards.worker_pool import POOL
 
 
 @pytest.fixture(scope="module")

@@ -23,7 +23,7 @@ from rewards import (
     register,
     registry,
 )
-from rewards.sandbox import POOL
+from rewards.worker_pool import POOL
 
 EXPECTED = [
     "answer_format",

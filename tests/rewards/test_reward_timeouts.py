@@ -13,7 +13,7 @@ import pytest
 
 import rewards
 from rewards import get_reward
-from rewards.sandbox import POOL, Job
+from rewards.worker_pool import POOL, Job
 
 TIMEOUT = 2.0  # per completion; generous enough that a legitimate check never hits it under load
 MARGIN = 1.5  # scheduling slack on a loaded 2-core machine; a worker restart is not counted
@@ -115,7 +115,7 @@ def test_workers_do_not_outlive_the_interpreter(tmp_path):
     script = textwrap.dedent(
         r"""
         import rewards
-        from rewards.sandbox import POOL
+        from rewards.worker_pool import POOL
         print(rewards.get_reward("math_accuracy")([r"\boxed{(p+1)^2}"], solution=["p^2+2p+1"]))
         print(*POOL.worker_pids())
         """
@@ -133,7 +133,7 @@ def test_workers_do_not_outlive_the_interpreter(tmp_path):
 
 
 def test_workers_are_recycled_after_many_requests(monkeypatch):
-    import rewards.sandbox as sandbox
+    import rewards.worker_pool as sandbox
 
     monkeypatch.setattr(sandbox, "MAX_REQUESTS_PER_WORKER", 2)
     starts = POOL.counters["worker_starts"]
@@ -143,7 +143,7 @@ def test_workers_are_recycled_after_many_requests(monkeypatch):
 
 
 def test_a_worker_that_cannot_start_is_a_setup_error_not_a_zero(tmp_path, monkeypatch):
-    import rewards.sandbox as sandbox
+    import rewards.worker_pool as sandbox
 
     broken = tmp_path / "worker.py"
     broken.write_text(

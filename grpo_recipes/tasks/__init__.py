@@ -1,0 +1,87 @@
+"""Built-in procedural tasks: datasets generated from a seed, with exact answers and no download.
+
+A recipe names one under `dataset.generator`; its rows have the columns listed in `columns`.
+
+Example:
+    >>> rows = GENERATORS["arithmetic"].generate(3, seed=0, max_ops=2)
+    >>> sorted(rows[0])
+    ['answer', 'question']
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from rewards.typecheck import check_mapping, parameters
+
+from .arithmetic import arithmetic, arithmetic_capacity, check_arithmetic
+from .countdown import check_countdown, countdown, countdown_capacity
+from .reasoning_gym import ReasoningGymGenerator
+
+
+@dataclass(frozen=True)
+class Generator:
+    """A procedural task: a row generator, the columns its rows have, and a check of its params."""
+
+    generate_rows: Callable[..., list[dict[str, Any]]]
+    columns: tuple[str, ...]
+    check: Callable[[dict[str, Any]], None]
+    """Range checks a type cannot say, given every parameter (defaults filled in); raises FieldError."""
+    count_distinct: Callable[..., int]
+    """How many distinct rows the params allow, given every parameter (defaults filled in)."""
+
+    def check_params(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        """`params` checked against the annotations of `generate_rows`, then by `check`; raises FieldError
+        keyed by the parameter.
+
+        >>> GENERATORS["arithmetic"].check_params({"max_ops": "two"})
+        Traceback (most recent call last):
+        rewards.typecheck.FieldError: max_ops: expected an integer, got 'two'.
+        """
+        signature = parameters(self.generate_rows, skip=("n", "seed", "exclude"))
+        checked = check_mapping(params, {name: p.annotation for name, p in signature.items()})
+        self.check(self._with_defaults(checked))
+        return checked
+
+    def capacity(self, **params: Any) -> int:
+        """How many distinct rows `params` allow; unset parameters take `generate_rows`'s defaults, so the
+        count can never disagree with what generation uses.
+
+        >>> GENERATORS["arithmetic"].capacity(max_ops=1, min_operand=2, max_operand=12)
+        363
+        """
+        return self.count_distinct(**self._with_defaults(params))
+
+    def _with_defaults(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        signature = parameters(self.generate_rows, skip=("n", "seed", "exclude"))
+        return {name: p.default for name, p in signature.items()} | dict(params)
+
+    def generate(
+        self, n: int, seed: int, exclude: set[str] | None = None, **params: Any
+    ) -> list[dict[str, Any]]:
+        return self.generate_rows(n, seed, exclude=exclude, **params)
+
+    def splits(
+        self, train_size: int, eval_size: int, seed: int, **params: Any
+    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """A train split and a held-out eval split with no question in common."""
+        eval_rows = self.generate(eval_size, seed=seed + 1_000_003, **params)
+        held_out = {row["question"] for row in eval_rows}
+        train_rows = self.generate(train_size, seed=seed, exclude=held_out, **params)
+        return train_rows, eval_rows
+
+
+GENERATORS: dict[str, Generator | ReasoningGymGenerator] = {
+    "arithmetic": Generator(
+        arithmetic, columns=("question", "answer"), check=check_arithmetic, count_distinct=arithmetic_capacity
+    ),
+    "countdown": Generator(
+        countdown,
+        columns=("question", "numbers", "target", "solution"),
+        check=check_countdown,
+        count_distinct=countdown_capacity,
+    ),
+    "reasoning_gym": ReasoningGymGenerator(),  # any reasoning-gym task, or a weighted mix
+}

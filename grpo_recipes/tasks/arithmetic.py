@@ -1,0 +1,95 @@
+"""The arithmetic generator: expressions with operator precedence, like ``2 + 2 × 6``.
+
+Example:
+    >>> arithmetic(1, seed=0, max_ops=1)
+    [{'question': '7 - 1', 'answer': '6'}]
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any, Literal
+
+from rewards.typecheck import FieldError
+
+
+def _evaluate(operands: list[int], operators: list[str]) -> int:
+    """Evaluate with the usual precedence: products first, then sums and differences left to right."""
+    terms, signs = [operands[0]], []
+    for op, value in zip(operators, operands[1:], strict=True):
+        if op == "*":
+            terms[-1] *= value
+        else:
+            terms.append(value)
+            signs.append(op)
+    total = terms[0]
+    for op, value in zip(signs, terms[1:], strict=True):
+        total = total + value if op == "+" else total - value
+    return total
+
+
+def arithmetic(
+    n: int,
+    seed: int,
+    min_ops: int = 1,
+    max_ops: int = 2,
+    min_operand: int = 1,
+    max_operand: int = 9,
+    operators: str = "+-*",
+    times_symbol: Literal["×", "*", "x"] = "×",
+    exclude: set[str] | None = None,
+) -> list[dict[str, Any]]:
+    """Arithmetic expressions with operator precedence, like ``2 + 2 × 6`` (answer ``14``).
+
+    Difficulty grows with the number of operators (`min_ops`..`max_ops`, drawn uniformly per problem) and the
+    operand range. Problems are distinct within a call; `exclude` removes given questions (a held-out split).
+
+    >>> arithmetic(2, seed=1, max_ops=1)
+    [{'question': '2 + 5', 'answer': '7'}, {'question': '8 × 8', 'answer': '64'}]
+    """
+    rng = random.Random(seed)
+    exclude = exclude or set()
+    seen: set[str] = set()
+    rows: list[dict[str, Any]] = []
+    distinct = arithmetic_capacity(min_ops, max_ops, min_operand, max_operand, operators)
+    if n > distinct - len(exclude):
+        raise ValueError(
+            f"arithmetic: asked for {n} distinct problems, but these settings allow only {distinct}."
+        )
+    while len(rows) < n:
+        k = rng.randint(min_ops, max_ops)
+        operands = [rng.randint(min_operand, max_operand) for _ in range(k + 1)]
+        ops = [rng.choice(operators) for _ in range(k)]
+        parts = [str(operands[0])]
+        for op, value in zip(ops, operands[1:], strict=True):
+            parts += [times_symbol if op == "*" else op, str(value)]
+        question = " ".join(parts)
+        if question in seen or question in exclude:
+            continue
+        seen.add(question)
+        rows.append({"question": question, "answer": str(_evaluate(operands, ops))})
+    return rows
+
+
+def arithmetic_capacity(
+    min_ops: int, max_ops: int, min_operand: int, max_operand: int, operators: str, **_: Any
+) -> int:
+    """How many distinct problems these settings allow (every parameter of `arithmetic` is passed in).
+
+    >>> arithmetic_capacity(min_ops=1, max_ops=1, min_operand=2, max_operand=12, operators="+-*")
+    363
+    """
+    values = max_operand - min_operand + 1
+    return sum(values ** (k + 1) * len(operators) ** k for k in range(min_ops, max_ops + 1))
+
+
+def check_arithmetic(params: dict[str, Any]) -> None:
+    """What the annotations of `arithmetic` cannot say; `params` has every parameter, type-checked."""
+    ops = params["operators"]
+    if not ops or set(ops) - set("+-*"):
+        raise FieldError("operators", f"must be a non-empty string of + - *, got {ops!r}.")
+    lo, hi, a, b = params["min_ops"], params["max_ops"], params["min_operand"], params["max_operand"]
+    if not 1 <= lo <= hi <= 6:
+        raise FieldError("", f"need 1 <= min_ops <= max_ops <= 6, got min_ops={lo}, max_ops={hi}.")
+    if not 0 <= a <= b:
+        raise FieldError("", f"need 0 <= min_operand <= max_operand, got {a}, {b}.")

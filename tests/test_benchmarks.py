@@ -1,0 +1,93 @@
+"""Every `make bench-*` target, run tiny through make itself (seconds, a tiny model), so no benchmark rots
+unseen: each must finish and write its JSON with the fields the docs describe. No timing is asserted."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+from support import REPO, SHARED_DATA, tiny_recipe, write_recipe
+
+
+def make(target: str, args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    """`make <target> ARGS=...`, skipping the set-up targets (`-o`: the suite's environment is already set up,
+    and the benchmarks under test must not convert the real model)."""
+    command = ["make", "--no-print-directory", "-o", "setup", "-o", "model", "-o", "setup-cpu-dist", target]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
+    result = subprocess.run(
+        [*command, f"ARGS={args}"], cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return result
+
+
+def test_every_bench_target_has_a_test_here():
+    targets = set(re.findall(r"^(bench-[\w-]+):", (REPO / "Makefile").read_text(), flags=re.M))
+    source = Path(__file__).read_text()
+    tested = set(re.findall(r'make\("(bench-[\w-]+)"', source))
+    assert targets and targets <= tested, f"bench targets without a tiny run here: {sorted(targets - tested)}"
+
+
+@pytest.mark.skipif(not (SHARED_DATA / "gsm8k").is_dir(), reason="needs ../shared/data (GSM8K, MATH-500)")
+def test_bench_rewards_tiny(tmp_path):
+    out = tmp_path / "bench_rewards.json"
+    result = make("bench-rewards", f"--limit 4 --group-size 2 --output {out}")
+    report = json.loads(out.read_text())
+    assert report["group_size"] == 2
+    rows = {(row["batch"], row["reward"]) for row in report["rows"]}
+    assert {("gsm8k", "math_accuracy"), ("gsm8k", "gsm8k_accuracy"), ("math500", "math_accuracy")} <= rows
+    for row in report["rows"]:
+        assert row["completions"] > 0 and row["completions_per_second"] > 0 and 0 <= row["mean_score"] <= 1
+    assert report["math500_boxed"]["problems"] == 4
+    assert "x TRL" in result.stdout
+
+
+def test_bench_generation_tiny_transformers(tmp_path, tiny_model):
+    recipe = write_recipe(tmp_path / "tiny.yaml", tiny_recipe(tiny_model, tmp_path / "unused"))
+    out = tmp_path / "bench_generation.json"
+    make(
+        "bench-generation",
+        f"--config {recipe} --prompts 2 --max-new-tokens 4 --repeats 1 --vllm-dtypes '' --output {out}",
+    )
+    rows = json.loads(out.read_text())["generation"]["results"]
+    assert [row["backend"] for row in rows] == ["transformers"]
+    assert rows[0]["tokens"] == 2 * 4 and rows[0]["tokens_per_second"] > 0
+
+
+@pytest.mark.smoke
+def test_bench_generation_tiny_with_vllm(tmp_path, tiny_model):
+    recipe = write_recipe(tmp_path / "tiny.yaml", tiny_recipe(tiny_model, tmp_path / "unused"))
+    out = tmp_path / "bench_generation.json"
+    make(
+        "bench-generation",
+        f"--config {recipe} --prompts 2 --max-new-tokens 4 --repeats 1 --vllm-dtypes float32 "
+        f"--vllm-memory 0.1 --max-model-len 256 --output {out}",
+    )
+    rows = json.loads(out.read_text())["generation"]["results"]
+    assert [row["backend"] for row in rows] == ["transformers", "vllm"]
+    assert all(row["tokens"] == 2 * 4 for row in rows)
+    assert rows[1]["ratio_to_transformers"] > 0
+
+
+@pytest.mark.slow
+def test_bench_sampling_tiny(tmp_path, tiny_model):
+    recipe = write_recipe(tmp_path / "tiny.yaml", tiny_recipe(tiny_model, tmp_path / "unused"))
+    out = tmp_path / "bench_sampling.json"
+    result = make(
+        "bench-sampling",
+        f"--config {recipe} --minutes 10 --eval-samples 4 --max-rounds 1 --output {out} "
+        f"--output-dir {tmp_path / 'runs'} trainer.max_steps=2",
+    )
+    report = json.loads(out.read_text())
+    for name in ("off", "on"):
+        assert report[name]["steps"] == 2
+        assert 0 <= report[name]["zero_gradient_steps"] <= 1 and report[name]["completions_generated"] > 0
+        assert 0 <= report[name]["accuracy_after"] <= 1 and len(report[name]["ci_after"]) == 2
+        assert (tmp_path / "runs" / f"bench-sampling-{name}" / "summary.json").is_file()
+    low, high = report["paired_difference"][1:]
+    assert low <= report["paired_difference"][0] <= high
+    assert "paired difference on - off" in result.stdout
