@@ -1,5 +1,5 @@
-"""README's "Your own task in fifteen minutes", walked as written: copy the template, point it at a q/ans
-JSONL file by the README's own lines, then check, audit and train (two steps, on the tiny model)."""
+"""docs/new-task.md, "Your own task in fifteen minutes", walked as written: copy the template, point it at a
+q/ans JSONL file by the page's own lines, then check, audit and train (two steps, on the tiny model)."""
 
 from __future__ import annotations
 
@@ -10,27 +10,29 @@ from pathlib import Path
 import pytest
 from support import REPO, run_script
 
-WALK_TITLE = "### Your own task in fifteen minutes"
+WALK_PAGE = REPO / "docs" / "new-task.md"
+WALK_TITLE = "# Your own task in fifteen minutes"
 
 # The user's data: unit conversions with the question in `q` and the answer in `ans`.
 CONVERSIONS = [("metres", "kilometres", 1000), ("seconds", "minutes", 60), ("grams", "kilograms", 1000)]
 
 
 def walk_section() -> str:
-    readme = (REPO / "README.md").read_text()
-    start = readme.index(WALK_TITLE)
-    return readme[start : readme.index("\n## ", start)]
+    """The walk-through: the whole page, from its title."""
+    page = WALK_PAGE.read_text()
+    assert page.startswith(WALK_TITLE + "\n"), f"{WALK_PAGE.name} does not open with {WALK_TITLE!r}"
+    return page
 
 
-def readme_edits() -> list[str]:
-    """The recipe lines the README tells the user to write (its ```yaml block, the lines marked EDIT)."""
+def walk_edits() -> list[str]:
+    """The recipe lines the page tells the user to write (its ```yaml block, the lines marked EDIT)."""
     block = re.search(r"```yaml\n(.*?)```", walk_section(), re.DOTALL)
     assert block, "the walk-through has no yaml block"
     return [line.strip() for line in block.group(1).splitlines() if "# EDIT" in line]
 
 
 def apply_edits(template: str, edits: list[str]) -> str:
-    """Replace each EDIT line of the template with the README's line for the same key (indent kept)."""
+    """Replace each EDIT line of the template with the page's line for the same key (indent kept)."""
     lines = template.splitlines()
     marked = [i for i, line in enumerate(lines) if "# EDIT" in line]
     done = set()
@@ -41,14 +43,14 @@ def apply_edits(template: str, edits: list[str]) -> str:
         indent = lines[matches[0]][: len(lines[matches[0]]) - len(lines[matches[0]].lstrip())]
         lines[matches[0]] = indent + edit
         done.add(matches[0])
-    assert done == set(marked), "the README's walk-through leaves some of the template's EDIT lines out"
+    assert done == set(marked), "the walk-through leaves some of the template's EDIT lines out"
     return "\n".join(lines) + "\n"
 
 
 @pytest.fixture
 def units_recipe(tmp_path) -> Path:
     """Step 1 and 2: the template copied to units.yaml, the user's q/ans files beside it, the EDIT lines
-    replaced by the README's. The data sits in the recipe's folder, not in the working directory (the
+    replaced by the page's. The data sits in the recipe's folder, not in the working directory (the
     scripts run from the repository root): relative paths resolve next to the recipe."""
     data = tmp_path / "recipes" / "data" / "mine"
     data.mkdir(parents=True)
@@ -60,16 +62,16 @@ def units_recipe(tmp_path) -> Path:
     (data / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows[:26]))
     (data / "test.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows[26:]))
     recipe = tmp_path / "recipes" / "units.yaml"
-    recipe.write_text(apply_edits((REPO / "recipes" / "template.yaml").read_text(), readme_edits()))
+    recipe.write_text(apply_edits((REPO / "recipes" / "template.yaml").read_text(), walk_edits()))
     return recipe
 
 
-def test_the_readme_walk_names_the_commands_the_test_runs():
+def test_the_walk_names_the_commands_the_test_runs():
     section = walk_section()
     for command in ("cp recipes/template.yaml recipes/units.yaml", "make check RECIPE=units"):
         assert command in section
     assert "make audit RECIPE=units\n" in section and "make train RECIPE=units\n" in section
-    assert {edit.split(":")[0] for edit in readme_edits()} == {"path", "eval_path", "user", "solution_column"}
+    assert {edit.split(":")[0] for edit in walk_edits()} == {"path", "eval_path", "user", "solution_column"}
 
 
 def test_check_and_audit_pass_on_the_users_own_data(units_recipe):
