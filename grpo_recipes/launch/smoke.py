@@ -4,7 +4,10 @@ The recipe runs as it is, launched with the shipped accelerate config (`configs/
 for a CPU (`--num_processes 2 --mixed_precision no`, no GPU visible: gloo), with these changes:
 - the model is a tiny random one of the recipe's architecture (built once into `outputs/smoke-models/`), with
   the recipe model's tokenizer where it can be read, else the local SmolLM2 tokenizer (`make model`);
-- a small sample of its data, short completions, 2 steps, evaluation on 4 held-out prompts;
+- a small sample of its data, short completions, 2 steps, evaluation on 4 held-out prompts; a Hub dataset is
+  replaced by a local sample with the same columns (`recipes/data/smoke/<owner>--<name>.jsonl`, made-up
+  rows in the dataset's format), so that every recipe runs offline; a Hub dataset without one is an error
+  naming the override to use;
 - generation by transformers, vLLM in each training process (colocate) or a vLLM server started here.
 
 Everything else (prompt, rewards, loss, LoRA or not) is the recipe's, so a broken config, reward or launcher
@@ -25,7 +28,7 @@ import sys
 from pathlib import Path
 
 from ..ports import free_port
-from ..recipe import Recipe, load_recipe
+from ..recipe import LOCAL_DATA_SUFFIXES, Recipe, RecipeError, load_recipe
 
 REPO = Path(__file__).resolve().parents[2]
 DISTRIBUTIONS = {
@@ -44,6 +47,52 @@ DISTRIBUTED_TYPES = {
 GENERATIONS = {"hf": "transformers", "vllm-colocate": "vllm-colocate", "vllm-server": "vllm-server"}
 LORA_CHOICES = ("recipe", "on", "off")
 LOCAL_TOKENIZER = REPO / "models" / "SmolLM2-135M-Instruct"
+SMOKE_SAMPLES = REPO / "recipes" / "data" / "smoke"
+
+
+def smoke_sample(dataset: str) -> Path:
+    """Where the local stand-in for the Hub dataset `dataset` is (it may not exist).
+
+    >>> smoke_sample("openai/gsm8k").name
+    'openai--gsm8k.jsonl'
+    """
+    return SMOKE_SAMPLES / (dataset.replace("/", "--") + ".jsonl")
+
+
+def is_hub_dataset(value: str | None) -> bool:
+    """A dataset named by Hub id rather than a local file or folder."""
+    return bool(value) and Path(value).suffix not in LOCAL_DATA_SUFFIXES and not Path(value).exists()
+
+
+def offline_data(recipe: Recipe) -> tuple[list[str], str | None]:
+    """Overrides that put a local sample in place of the recipe's Hub data, and a line saying so.
+
+    The held-out rows then come from the same sample (`dataset.max_eval_samples` of them). Raises
+    `RecipeError` naming the dataset and the overrides to use when there is no sample for it.
+    """
+    spec = recipe.dataset
+    if spec.generator is not None or not (is_hub_dataset(spec.path) or is_hub_dataset(spec.eval_path)):
+        return [], None
+    overrides = ["dataset.eval_path=null", "dataset.eval_split=null"]
+    if not is_hub_dataset(spec.path):  # local training rows: hold out from them instead of the Hub split
+        return (
+            overrides,
+            f"smoke: held-out rows come from {spec.path} instead of the Hub dataset {spec.eval_path}",
+        )
+    sample = smoke_sample(spec.path)
+    if not sample.is_file():
+        raise RecipeError(
+            recipe.source,
+            "dataset.path",
+            f"the smoke run works offline and the Hub dataset {spec.path} has no local sample "
+            f'({sample.relative_to(REPO)}); pass a local file with the same columns: ARGS="dataset.path=rows.jsonl '
+            'dataset.eval_path=null dataset.eval_split=null dataset.config=null"',
+        )
+    overrides = [f"dataset.path={sample}", "dataset.config=null", "dataset.train_split=train", *overrides]
+    return (
+        overrides,
+        f"smoke: the Hub dataset {spec.path} is replaced by its local sample {sample.relative_to(REPO)}",
+    )
 
 
 def smoke_overrides(
@@ -93,6 +142,35 @@ def smoke_overrides(
     return overrides
 
 
+#: What triton 3.9's nanobind bindings print at interpreter exit (vLLM imports triton): objects still alive at
+#: shutdown, reported by nanobind's leak check; harmless, and gone in later triton releases.
+NANOBIND_REPORT = ("nanobind: ", " - leaked ", " - ... skipped remainder")
+NANOBIND_LINK = "See https://nanobind.readthedocs.io/en/latest/refleaks.html"
+
+
+def run_without_exit_noise(command: list[str], env: dict[str, str], log=print) -> int:
+    """Run `command`, passing its stderr through without nanobind's exit-time leak report; one line says how
+    many processes printed one. Returns the exit status.
+    """
+    reports = 0
+    with subprocess.Popen(command, cwd=REPO, env=env, stderr=subprocess.PIPE, text=True) as process:
+        for line in process.stderr:
+            # The link ends the report without a newline: whatever follows it on the line is someone else's.
+            if line.startswith(NANOBIND_LINK):
+                line = line[len(NANOBIND_LINK) :]
+                reports += 1
+            elif line.startswith(NANOBIND_REPORT):
+                continue
+            if line.strip():
+                print(line, end="", file=sys.stderr, flush=True)
+    if reports:
+        log(
+            f"smoke: {reports} process(es) printed nanobind's leak report at exit (triton's bindings, harmless: "
+            "docs/troubleshooting.md)"
+        )
+    return process.returncode
+
+
 def tiny_model_for(recipe: Recipe, models_dir: Path, log=print) -> Path:
     """A tiny random model of the recipe model's architecture, built once per architecture."""
     from transformers import AutoTokenizer
@@ -133,10 +211,14 @@ def run_smoke(
     recipe = load_recipe(path, overrides)  # the user's own overrides are checked first
     out = outputs / f"smoke-{recipe.name}"
     shutil.rmtree(out, ignore_errors=True)  # a scratch run: each smoke test starts clean
+    data_overrides, data_note = offline_data(recipe)
+    if data_note:
+        log(data_note)
     tiny = tiny_model_for(recipe, outputs / "smoke-models", log=log)
     port = free_port() if gen == "vllm-server" else None
     all_overrides = [
         *(overrides or []),
+        *data_overrides,
         *smoke_overrides(tiny, out, gen, port=port, lora=lora, processes=processes),
     ]
     smoke_recipe = load_recipe(path, all_overrides)
@@ -173,12 +255,12 @@ def run_smoke(
         url = f"http://127.0.0.1:{port}"
         with Server(serve, {**serve_env, "CUDA_VISIBLE_DEVICES": ""}, url, out / "vllm-server.log"):
             before = served_logprobs(url)
-            result = subprocess.run(command, cwd=REPO, env=env)
-            served_weights_changed = result.returncode == 0 and served_logprobs(url) != before
+            status = run_without_exit_noise(command, env, log)
+            served_weights_changed = status == 0 and served_logprobs(url) != before
     else:
-        result = subprocess.run(command, cwd=REPO, env=env)
-    if result.returncode != 0:
-        raise RuntimeError(f"the smoke run failed with exit status {result.returncode} (output above)")
+        status = run_without_exit_noise(command, env, log)
+    if status != 0:
+        raise RuntimeError(f"the smoke run failed with exit status {status} (output above)")
     info = json.loads((out / "run_info.json").read_text())
     if gen == "vllm-server":
         # Did training's weight syncs reach the server? (Only if some step had a gradient: all-equal rewards

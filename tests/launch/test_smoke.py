@@ -10,7 +10,7 @@ import json
 import subprocess
 
 import pytest
-from support import SHARED_DATA, run_script
+from support import REPO, run_script
 
 pytestmark = pytest.mark.smoke
 
@@ -94,27 +94,44 @@ def test_default_recipe_runs_distributed(outputs, dist, gen, lora):
 
 
 def test_gsm8k_recipe_zero3_vllm_colocate_with_its_own_architecture_and_rewards(outputs):
-    if not (SHARED_DATA / "gsm8k" / "train.jsonl").is_file():
-        pytest.skip(f"GSM8K is not in {SHARED_DATA}")
-    gsm8k = SHARED_DATA / "gsm8k"
-    out, log = smoke(
-        outputs,
-        "gsm8k",
-        "zero3",
-        "vllm-colocate",
-        "recipe",
-        f"dataset.path={gsm8k / 'train.jsonl'}",
-        f"dataset.eval_path={gsm8k / 'test.jsonl'}",
-        "dataset.eval_split=null",
-        "dataset.config=null",
-    )
+    """Offline, the Hub dataset is replaced by its local sample with the same columns."""
+    out, log = smoke(outputs, "gsm8k", "zero3", "vllm-colocate", "recipe")
     check_run(out, log, "zero3", "vllm-colocate", "off")
+    assert (
+        "the Hub dataset openai/gsm8k is replaced by its local sample recipes/data/smoke/openai--gsm8k.jsonl"
+        in log
+    )
     # A tiny model of the recipe's own architecture (Qwen2.5), scored by its own two rewards.
     assert (
         json.loads((outputs / "smoke-models" / "qwen2" / "config.json").read_text())["model_type"] == "qwen2"
     )
     history = [h for h in json.loads((out / "log_history.json").read_text()) if "reward" in h]
     assert all("rewards/gsm8k_accuracy/mean" in h and "rewards/think_format/mean" in h for h in history)
+
+
+#: Every other shipped recipe, offline, each under one launcher and back-end (together they cover each one).
+OTHER_RECIPES = [
+    ("math", "zero2", "vllm-colocate"),
+    ("countdown", "zero3", "hf"),
+    ("gsm8k-lora", "zero2", "hf"),
+    ("template", "ddp", "hf"),
+    ("reasoning-gym", "zero2", "hf"),
+    ("basic-arithmetic-cpu", "ddp", "vllm-colocate"),
+]
+
+
+def test_every_shipped_recipe_has_a_smoke_run_here():
+    covered = {"default", "gsm8k"} | {name for name, _, _ in OTHER_RECIPES}
+    assert covered == {path.stem for path in (REPO / "recipes").glob("*.yaml")}
+
+
+@pytest.mark.parametrize("name, dist, gen", OTHER_RECIPES, ids=[r[0] for r in OTHER_RECIPES])
+def test_every_recipe_runs_distributed_offline(outputs, name, dist, gen):
+    from grpo_recipes.recipe import load_recipe
+
+    out, log = smoke(outputs, name, dist, gen, "recipe")
+    lora = "on" if load_recipe(REPO / "recipes" / f"{name}.yaml").model.lora is not None else "off"
+    check_run(out, log, dist, gen, lora)
 
 
 def test_server_mode_trains_against_a_served_model_and_leaves_no_process(outputs):

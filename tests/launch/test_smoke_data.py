@@ -1,0 +1,86 @@
+"""`make smoke` runs offline: a Hub dataset is replaced by its local sample, or the run stops with one line."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import pytest
+from support import REPO
+
+from grpo_recipes.launch.smoke import is_hub_dataset, offline_data, run_without_exit_noise, smoke_sample
+from grpo_recipes.recipe import RecipeError, load_recipe
+from grpo_recipes.training.train import check
+
+RECIPES = sorted((REPO / "recipes").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", RECIPES, ids=[p.stem for p in RECIPES])
+def test_every_recipe_gets_local_data_that_passes_its_own_checks(path, capsys):
+    recipe = load_recipe(path)
+    overrides, note = offline_data(recipe)
+    if is_hub_dataset(recipe.dataset.path):
+        assert note and "replaced by its local sample" in note
+    offline = load_recipe(path, overrides)
+    assert not is_hub_dataset(offline.dataset.path) and not is_hub_dataset(offline.dataset.eval_path)
+    check(offline, load_data=True)  # the sample has the columns the prompt and every reward read
+    assert capsys.readouterr().out.rstrip().endswith("OK")
+
+
+def test_samples_have_the_hub_datasets_columns():
+    columns = {
+        "openai--gsm8k": {"question", "answer"},
+        "DigitalLearningGmbH--MATH-lighteval": {"problem", "level", "type", "solution"},
+        "HuggingFaceH4--MATH-500": {"problem", "solution", "answer", "subject", "level", "unique_id"},
+    }
+    for name, expected in columns.items():
+        rows = [json.loads(line) for line in (REPO / "recipes" / "data" / "smoke" / f"{name}.jsonl").open()]
+        assert len(rows) >= 32 and all(set(row) == expected for row in rows), name
+    assert smoke_sample("openai/gsm8k").is_file()
+
+
+def test_a_hub_dataset_without_a_sample_is_one_line_naming_the_override():
+    recipe = load_recipe(REPO / "recipes" / "gsm8k.yaml", ["dataset.path=someone/their-data"])
+    with pytest.raises(RecipeError) as caught:
+        offline_data(recipe)
+    message = str(caught.value)
+    assert "\n" not in message and "dataset.path" in message and "someone/their-data" in message
+    assert 'ARGS="dataset.path=rows.jsonl dataset.eval_path=null dataset.eval_split=null' in message
+
+
+def test_local_training_rows_with_a_hub_held_out_split_hold_out_from_the_local_rows(tmp_path):
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text(
+        "".join(
+            json.dumps({"problem": f"{i} + 1", "solution": f"\\boxed{{{i + 1}}}"}) + "\n" for i in range(20)
+        )
+    )
+    recipe = load_recipe(REPO / "recipes" / "math.yaml", [f"dataset.path={rows}", "dataset.config=null"])
+    overrides, note = offline_data(recipe)
+    assert overrides == ["dataset.eval_path=null", "dataset.eval_split=null"]
+    assert "HuggingFaceH4/MATH-500" in note
+
+
+def test_generated_and_local_recipes_need_nothing():
+    assert offline_data(load_recipe(REPO / "recipes" / "default.yaml")) == ([], None)
+    assert offline_data(load_recipe(REPO / "recipes" / "template.yaml")) == ([], None)
+
+
+def test_nanobind_exit_report_is_dropped_and_counted_and_everything_else_kept(capsys):
+    """What triton's bindings print at exit in a vLLM run, twice (two ranks), around lines that must stay."""
+    report = (
+        'nanobind: leaked 4 instances!\n - leaked instance 0x1 of type "triton._C.libtriton.ir.attribute"\n'
+        'nanobind: leaked 64 types!\n - leaked type "ATOMIC_OP"\n - ... skipped remainder\n'
+        "nanobind: this is likely caused by a reference counting issue in the binding code.\n"
+        "See https://nanobind.readthedocs.io/en/latest/refleaks.html"
+    )
+    script = f"import sys; sys.stderr.write('before\\n' + {report!r} + 'after\\n' + {report!r} + '\\n'); sys.exit(3)"
+    lines = []
+    status = run_without_exit_noise([sys.executable, "-c", script], dict(os.environ), log=lines.append)
+    assert status == 3
+    assert capsys.readouterr().err == "before\nafter\n"
+    assert lines == [
+        "smoke: 2 process(es) printed nanobind's leak report at exit (triton's bindings, harmless: "
+        "docs/troubleshooting.md)"
+    ]
