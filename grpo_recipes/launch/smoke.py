@@ -159,7 +159,7 @@ def run_without_exit_noise(command: list[str], env: dict[str, str], log=print) -
             if line.startswith(NANOBIND_LINK):
                 line = line[len(NANOBIND_LINK) :]
                 reports += 1
-            elif line.startswith(NANOBIND_REPORT):
+            if line.startswith(NANOBIND_REPORT):  # another process's report may start right after the link
                 continue
             if line.strip():
                 print(line, end="", file=sys.stderr, flush=True)
