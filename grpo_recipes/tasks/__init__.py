@@ -17,6 +17,7 @@ from typing import Any
 from rewards.typecheck import check_mapping, parameters
 
 from .arithmetic import arithmetic, arithmetic_capacity, check_arithmetic
+from .code import check_code_functions, code_functions, code_functions_capacity
 from .countdown import check_countdown, countdown, countdown_capacity
 from .reasoning_gym import ReasoningGymGenerator
 
@@ -82,6 +83,12 @@ GENERATORS: dict[str, Generator | ReasoningGymGenerator] = {
         columns=("question", "numbers", "target", "solution"),
         check=check_countdown,
         count_distinct=countdown_capacity,
+    ),
+    "code_functions": Generator(
+        code_functions,
+        columns=("question", "entry_point", "tests", "solution"),
+        check=check_code_functions,
+        count_distinct=code_functions_capacity,
     ),
     "reasoning_gym": ReasoningGymGenerator(),  # any reasoning-gym task, or a weighted mix
 }
