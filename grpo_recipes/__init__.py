@@ -17,7 +17,8 @@ Imports are kept light here; torch, transformers and trl load only when a model 
 Modules that moved into a subpackage still import under their old names, with a DeprecationWarning that
 names the new one:
 
-    >>> import warnings
+    >>> import sys, warnings
+    >>> _ = sys.modules.pop("grpo_recipes.metrics", None)  # as in a fresh process
     >>> with warnings.catch_warnings(record=True) as caught:
     ...     warnings.simplefilter("always")
     ...     from grpo_recipes.metrics import pass_at_k
