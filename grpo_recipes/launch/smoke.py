@@ -126,6 +126,9 @@ def smoke_overrides(
         "trainer.save_steps=2",
         "trainer.save_total_limit=1",
         "trainer.log_completions=false",
+        # The launch runs with --mixed_precision no: a GPU recipe's bf16/fp16 would stop it on a CPU.
+        "trainer.bf16=false",
+        "trainer.fp16=false",
         f"trainer.use_vllm={'false' if gen == 'hf' else 'true'}",
     ]
     if lora == "on":

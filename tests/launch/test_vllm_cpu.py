@@ -89,9 +89,11 @@ def test_colocate_sync_reaches_vllm_and_restores(tiny_model, tmp_path, lora):
     assert probe["perturbed"] != probe["original"]
     if lora:
         # PEFT merges the adapter into the base weights for the sync and subtracts it again: float rounding
-        # leaves the base a few ulps off, far below what the perturbation moved.
-        assert probe["restored"] == pytest.approx(probe["original"], abs=1e-4)
-        assert max(abs(a - b) for a, b in zip(probe["perturbed"], probe["original"], strict=True)) > 1e-2
+        # leaves the base a few ulps off. On CPUs with AMX/AVX512-BF16 vLLM's CPU kernels compute in bfloat16,
+        # where such an ulp can round to the next bfloat16 value: about 2e-3 in these log-probabilities
+        # (measured), two orders of magnitude below what the perturbation moves them.
+        assert probe["restored"] == pytest.approx(probe["original"], abs=1e-2)
+        assert max(abs(a - b) for a, b in zip(probe["perturbed"], probe["original"], strict=True)) > 0.2
     else:
         assert probe["restored"] == probe["original"]
 

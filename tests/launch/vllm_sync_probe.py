@@ -1,7 +1,7 @@
 """Run by tests/launch/test_vllm_cpu.py in a process of its own: weight syncs into a colocated vLLM engine on a CPU.
 
 python tests/launch/vllm_sync_probe.py MODEL_DIR OUT_DIR [--lora]
-Prints one JSON line: vLLM's greedy log-probabilities for a fixed prompt with the original weights, with
+Prints one JSON line: vLLM's log-probabilities of a fixed text's tokens with the original weights, with
 perturbed ones (all weights, or the LoRA B matrices), and with the original ones put back, each after a sync.
 """
 
@@ -43,12 +43,17 @@ def main(model_path: str, out: str, lora: bool) -> dict:
         peft_config=lora_config(spec),
     )
     generation = trainer.vllm_generation
-    greedy = SamplingParams(temperature=0.0, max_tokens=6, logprobs=0)
+    # The log-probabilities of a fixed text's own tokens: no argmax decides which token is scored, so a
+    # near-tie in the random model's logits cannot swap the sequence when the weights move by a few ulps.
+    scoring = SamplingParams(temperature=0.0, max_tokens=1, prompt_logprobs=0)
 
     def served() -> list[float]:
         generation.sync_weights()
-        output = generation.llm.generate(["Calculate 2 + 2."], greedy, use_tqdm=False)[0].outputs[0]
-        return [next(iter(step.values())).logprob for step in output.logprobs]
+        output = generation.llm.generate(["Calculate 2 + 2. The answer is 4."], scoring, use_tqdm=False)[0]
+        return [
+            step[token].logprob
+            for token, step in zip(output.prompt_token_ids[1:], output.prompt_logprobs[1:], strict=True)
+        ]
 
     original = served()
     # LoRA: the B matrices start at zero, so moving them is what changes the merged weights.
