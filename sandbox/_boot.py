@@ -114,11 +114,12 @@ def _status(config: dict, message: dict) -> None:
             os.write(fd, (json.dumps(message) + "\n").encode())
 
 
-def _close_all_but(keep: set[int]) -> None:
-    for fd in map(int, os.listdir("/proc/self/fd") if os.path.isdir("/proc/self/fd") else range(256)):
-        if fd not in keep:
-            with contextlib.suppress(OSError):
-                os.close(fd)
+def _close_all_but(keep: int) -> None:
+    """Close every descriptor but ``keep``, without reading /proc: outer shares init's mount namespace,
+    and once init has mounted its own /proc there, /proc/self is no longer outer's."""
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    os.closerange(0, keep)
+    os.closerange(keep + 1, soft if 0 < soft < 1 << 30 else 1 << 20)  # close_range(2) where the kernel has it
 
 
 # --- namespaces and the process tree ---------------------------------------------------------------
@@ -152,7 +153,7 @@ def enter_namespaces(config: dict) -> None:
 
 def _outer(init: int, status_r: int, status_w: int) -> None:
     """Wait for init; exit as the program did (same code, or killed by the same signal)."""
-    _close_all_but({status_r})
+    _close_all_but(status_r)
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     os.waitpid(init, 0)
     words = os.read(status_r, 64).decode(errors="replace").split()
@@ -168,7 +169,7 @@ def _outer(init: int, status_r: int, status_w: int) -> None:
 
 def _init(program: int, status_w: int) -> None:
     """pid 1: reap children until the program ends, tell outer how it ended, exit (killing the rest)."""
-    _close_all_but({status_w})
+    _close_all_but(status_w)
     try:
         _prctl(PR_SET_DUMPABLE, 0)
         while True:
