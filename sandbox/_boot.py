@@ -34,13 +34,10 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import ctypes.util
 import json
 import os
 import resource
 import signal
-import socket
-import struct
 import sys
 
 CLONE_NEWNS = 0x00020000
@@ -80,7 +77,7 @@ IFF_UP = 0x1
 SETUP_FAILED = 125
 DEVICES = ("null", "zero", "full", "random", "urandom")
 
-_libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+_libc = ctypes.CDLL(None, use_errno=True)  # the interpreter's own symbols, libc's among them
 _libc.mount.argtypes = (ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p)
 _libc.syscall.restype = ctypes.c_long
 
@@ -190,6 +187,8 @@ def _init(program: int, status_w: int) -> None:
 
 
 def build_mounts(config: dict, as_root: bool) -> None:
+    import socket
+
     _mount(None, "/", None, MS_REC | MS_PRIVATE)
     devices = {name: os.open(f"/dev/{name}", os.O_PATH) for name in DEVICES if os.path.exists(f"/dev/{name}")}
     if as_root and config.get("user") is not None:
@@ -220,6 +219,8 @@ def build_mounts(config: dict, as_root: bool) -> None:
 
 def make_readonly(root: str) -> None:
     """``root`` and every mount under it read-only: one mount_setattr, or a remount of each (Linux < 5.12)."""
+    import struct
+
     attr = struct.pack("QQQQ", MOUNT_ATTR_RDONLY, 0, 0, 0)
     result = _libc.syscall(
         ctypes.c_long(SYS_MOUNT_SETATTR), AT_FDCWD, root.encode(), AT_RECURSIVE, attr, len(attr)
@@ -296,9 +297,11 @@ def _expose(paths: list[str], uid: int) -> None:
 
 
 def _loopback_up() -> None:
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
-        import fcntl
+    import fcntl
+    import socket
+    import struct
 
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
         request = struct.pack("16sH", b"lo", 0)
         flags = struct.unpack("16sH", fcntl.ioctl(sock, SIOCGIFFLAGS, request + b"\0" * 22)[:18])[1]
         fcntl.ioctl(sock, SIOCSIFFLAGS, struct.pack("16sH", b"lo", flags | IFF_UP) + b"\0" * 22)
@@ -336,6 +339,8 @@ def drop_privileges(config: dict) -> None:
 
 
 def _drop_capabilities() -> None:
+    import struct
+
     for cap in range(64):
         if _libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
             break  # past the last capability this kernel knows
@@ -433,6 +438,7 @@ def _run_script(config: dict) -> None:
 def _probe() -> None:
     """What the program would see: printed as JSON for the harness's isolation check."""
     import math  # noqa: F401  (the stdlib's extension modules are readable)
+    import socket
 
     found = {
         "uid": os.getuid(),

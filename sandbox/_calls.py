@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import builtins
 import ctypes
-import ctypes.util
 import json
 import os
 import sys
@@ -299,6 +298,6 @@ def _bindable(name: object) -> bool:
 
 def _set_undumpable() -> None:
     """No process of the same uid may ptrace this one or open its /proc files (fds, memory)."""
-    libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+    libc = ctypes.CDLL(None, use_errno=True)
     if libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE)")
