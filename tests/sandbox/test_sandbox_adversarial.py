@@ -10,6 +10,7 @@ import textwrap
 import time
 
 import pytest
+from sandbox_fixtures import *  # noqa: F403  (the shared fixtures)
 
 from rewards import get_reward
 from sandbox import Limits, Sandbox

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from sandbox_fixtures import *  # noqa: F403  (the shared fixtures)
 
 import sandbox
 from sandbox import Limits, Sandbox

@@ -1,4 +1,4 @@
-"""Shared checks for the sandbox tests: no process of a run is left behind, and interpreters to run."""
+"""Shared by the sandbox tests (imported by each): no process of a run is left behind; interpreters to run."""
 
 from __future__ import annotations
 
@@ -11,6 +11,8 @@ import pytest
 
 from sandbox import Limits, Sandbox
 from sandbox.runner import NOBODY
+
+__all__ = ["leftovers", "no_process_left_behind", "unprivileged_python"]
 
 BOOT = "sandbox/_boot.py"
 
