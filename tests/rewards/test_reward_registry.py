@@ -27,6 +27,8 @@ from rewards.worker_pool import POOL
 
 EXPECTED = [
     "answer_format",
+    "code_stdio",
+    "code_tests",
     "cosine_length",
     "countdown",
     "gsm8k_accuracy",
@@ -55,6 +57,7 @@ MODULES = [
     "rewards.countdown",
     "rewards.length",
     "rewards.repetition",
+    "rewards.code",
     "rewards",
 ]
 

@@ -23,6 +23,8 @@ COLUMNS = {
     "numbers": [1, 2, 3],
     "target": 6,
     "metadata": '{"source_dataset": "basic_arithmetic"}',
+    "tests": "assert True",
+    "test_cases": [{"input": "", "output": ""}],
 }
 
 NASTY_TEXTS = [
@@ -207,6 +209,8 @@ def test_seeded_fuzz_all_rewards():
             numbers=[[1, 2, 3]] * count,
             target=[6] * count,
             metadata=['{"source_dataset": "basic_arithmetic"}'] * count,
+            tests=["assert True"] * count,
+            test_cases=[[{"input": "", "output": ""}]] * count,
         )
         low, high = ranges.get(name, (0.0, 1.0))
         assert all(s is None or (isinstance(s, float) and low <= s <= high) for s in scores), (name, scores)

@@ -1,0 +1,346 @@
+r"""``code_tests`` and ``code_stdio``: run the completion's Python program in the sandbox and score it.
+
+The program is the completion's last complete fenced block tagged ``python`` (or ``py``, ``python3``)::
+
+    Here is my solution:
+    ```python
+    def add(a, b):
+        return a + b
+    ```
+
+A completion without one scores 0, and so does a program that does not load. Programs run in
+:mod:`sandbox` (namespaces where the kernel allows them; see ``sandbox.isolation()``), each bounded by
+``timeout_seconds`` of wall time, as much CPU time, and ``memory_mb`` of address space.
+
+* ``code_tests``, column ``tests``: one string of Python (passes when it runs to the end without an
+  exception: 1 or 0), or a list of strings, each a separate test (the score is the share that pass;
+  ``partial_credit=False`` gives 1 only when all pass). Optional column ``setup``: trusted code that runs
+  first in the program's process (so the program may use its imports and helpers) and again in the tests'
+  process (so the tests use those helpers, not the program's). The tests run in a process of their own
+  that calls the program's functions and gets back plain data (see :mod:`sandbox.judge`): exiting early,
+  patching builtins or ``AssertionError``, ``__eq__`` tricks and ``python -O`` all get 0.
+  ``timeout_seconds`` covers the program and all its tests.
+* ``code_stdio``, column ``test_cases``: a list of ``{"input": str, "output": str}`` (or that list as a
+  JSON string). The program runs once per case with the input on stdin; a case passes when it exits with
+  status 0 within the limits and its stdout equals the output, line by line, ignoring trailing whitespace
+  on each line and trailing blank lines. ``timeout_seconds`` is per case. The score is the share of cases
+  passed (``partial_credit=False``: 1 only when all pass, and the remaining cases are skipped after the
+  first failure).
+
+HumanEval and MBPP rows map onto ``code_tests`` with :func:`humaneval_columns` and :func:`mbpp_columns`.
+A row whose tests are missing or malformed scores None (cannot be scored).
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from rewards.base import LogExtra, Reward, RewardSetupError, Sample
+from rewards.registry import invalid, register
+
+_PYTHON_TAGS = frozenset({"python", "py", "python3"})
+
+
+def last_python_block(text: str) -> str | None:
+    r"""The last complete fenced Python block of ``text`` (None when there is none). One pass over the lines:
+    a fence opens a block only at the start of a line, and other languages' blocks are skipped whole.
+
+    >>> last_python_block("```python\nprint(1)\n```\nthen\n```py\nprint(2)\n```")
+    'print(2)\n'
+    >>> last_python_block("```python\nprint(1)\n```\n```python\ncut off"), last_python_block("no code")
+    ('print(1)\n', None)
+    >>> last_python_block("```text\n```python\nnot code\n```\n")  # inside another block
+    """
+    found: str | None = None
+    current: list[str] | None = None
+    other = False
+    for line in text.split("\n"):
+        stripped = line.strip()
+        fence = stripped.startswith("```")
+        if current is not None:
+            if fence and not stripped.strip("`"):
+                found = "".join(part + "\n" for part in current)
+                current = None
+            else:
+                current.append(line.rstrip("\r"))
+        elif other:
+            other = not (fence and not stripped.strip("`"))
+        elif fence:
+            tag = stripped.strip("`").strip().lower()
+            if tag in _PYTHON_TAGS:
+                current = []
+            else:
+                other = True
+    return found
+
+
+def humaneval_columns(row: Mapping[str, Any]) -> dict[str, str]:
+    r"""``code_tests`` columns for a HumanEval row (``prompt``, ``test``, ``entry_point``).
+
+    ``tests``: the row's ``test`` (which defines ``check``) followed by ``check(<entry_point>)``.
+    ``setup``: the prompt without the entry point's own function -- its imports and helper functions
+    (``poly`` for ``find_zero``, ``encode_cyclic`` for ``decode_cyclic``), which the program may call and
+    the tests then take from the prompt, not from the program.
+
+    >>> row = {"prompt": "import math\n\ndef double(x):\n    return 2 * x\n\ndef f(x):\n    \"\"\"Twice x.\"\"\"\n",
+    ...        "test": "def check(candidate):\n    assert candidate(2) == double(2)\n", "entry_point": "f"}
+    >>> columns = humaneval_columns(row)
+    >>> print(columns["setup"])
+    import math
+    <BLANKLINE>
+    def double(x):
+        return 2 * x
+    >>> columns["tests"].endswith("check(f)\n")
+    True
+    """
+    entry_point = str(row["entry_point"])
+    return {
+        "tests": f"{row['test']}\n\ncheck({entry_point})\n",
+        "setup": prompt_without(str(row["prompt"]), entry_point),
+    }
+
+
+def prompt_without(prompt: str, name: str) -> str:
+    """``prompt`` (a function's signature and docstring, after imports and helpers) without the top-level
+    function ``name``; "" when the prompt does not parse."""
+    for body in ("    pass\n", "  pass\n", "\tpass\n", ""):
+        try:
+            tree = ast.parse(prompt.rstrip() + "\n" + body)
+        except SyntaxError:
+            continue
+        tree.body = [
+            node
+            for node in tree.body
+            if not (isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name)
+        ]
+        return ast.unparse(tree)
+    return ""
+
+
+def mbpp_columns(row: Mapping[str, Any]) -> dict[str, Any]:
+    """``code_tests`` columns for an MBPP row: ``tests`` is its ``test_list`` (each assert a separate test),
+    ``setup`` its ``test_setup_code`` (the full set) and ``test_imports`` (the sanitized set).
+
+    >>> mbpp_columns({"test_list": ["assert f(1) == 2"], "test_setup_code": "", "test_imports": ["import math"]})
+    {'tests': ['assert f(1) == 2'], 'setup': 'import math'}
+    """
+    setup = [str(row.get("test_setup_code") or "")] + [str(line) for line in row.get("test_imports") or []]
+    return {
+        "tests": [str(test) for test in row["test_list"]],
+        "setup": "\n".join(part for part in setup if part),
+    }
+
+
+class _CodeReward(Reward):
+    """Parameters and sandbox shared by the code rewards."""
+
+    is_accuracy = True
+    timeout_seconds: float
+    memory_mb: int
+    num_workers: int
+    partial_credit: bool
+
+    def _check_params(self) -> None:
+        if not (0 < self.timeout_seconds <= 3600 and math.isfinite(self.timeout_seconds)):
+            raise invalid(self.name, f"timeout_seconds must be in (0, 3600], got {self.timeout_seconds}")
+        if not 32 <= self.memory_mb <= 1 << 20:
+            raise invalid(self.name, f"memory_mb must be at least 32, got {self.memory_mb}")
+        if not 1 <= self.num_workers <= 256:
+            raise invalid(self.name, f"num_workers must be between 1 and 256, got {self.num_workers}")
+
+    def _sandbox(self):
+        import sandbox
+
+        box = sandbox.Sandbox(
+            sandbox.Limits(timeout_seconds=self.timeout_seconds, memory_mb=self.memory_mb),
+            num_workers=self.num_workers,
+        )
+        try:
+            box.isolation  # noqa: B018  (checked now: an unusable sandbox is a setup error, not a score)
+        except sandbox.SandboxUnavailableError as error:
+            raise RewardSetupError(f"reward {self.name!r}: {error}") from error
+        return box
+
+    def warmup(self) -> None:
+        self._sandbox()
+
+
+@register("code_tests")
+class CodeTests(_CodeReward):
+    r"""The share of the row's tests the completion's program passes (see the module for the columns).
+
+    >>> reward = CodeTests(timeout_seconds=10)
+    >>> good = "```python\ndef add(a, b):\n    return a + b\n```"
+    >>> bad = "```python\ndef add(a, b):\n    return a - b\n```"
+    >>> reward([good, bad, "no code", good], tests=[["assert add(1, 2) == 3", "assert add(2, 0) == 2"]] * 3
+    ...        + ["assert add(1, 2) == 3\nassert add(-1, 1) == 0"])
+    [1.0, 0.5, 0.0, 1.0]
+    """
+
+    required_columns = ("tests",)
+
+    def __init__(
+        self,
+        *,
+        timeout_seconds: float = 10.0,
+        memory_mb: int = 1024,
+        num_workers: int = 1,
+        partial_credit: bool = True,
+    ) -> None:
+        self.timeout_seconds = timeout_seconds
+        self.memory_mb = memory_mb
+        self.num_workers = num_workers
+        self.partial_credit = partial_credit
+        self._check_params()
+
+    def score_batch(self, samples: list[Sample], log_extra: LogExtra | None = None) -> list[float | None]:
+        scores: list[float | None] = [None] * len(samples)
+        notes = [""] * len(samples)
+        jobs = []
+        for index, sample in enumerate(samples):
+            tests = _tests(sample.columns.get("tests"))
+            if tests is None:
+                notes[index] = "[no tests]"
+                continue
+            program = last_python_block(sample.text)
+            if program is None or not program.strip():
+                scores[index], notes[index] = 0.0, "[no python block]"
+                continue
+            setup = sample.columns.get("setup")
+            jobs.append((index, program, tests, setup if isinstance(setup, str) else ""))
+        if jobs:
+            from sandbox.judge import run_tests
+
+            box = self._sandbox()
+            results = box.map(lambda job: run_tests(box, job[1], job[2], job[3]), jobs)
+            for (index, *_), result in zip(jobs, results, strict=True):
+                share = result.share_passed
+                scores[index] = share if self.partial_credit else float(share == 1.0)
+                notes[index] = _summary(result)
+        if log_extra is not None:
+            log_extra(f"{self.name}/result", notes)
+        return scores
+
+
+def _tests(value: Any) -> list[str] | None:
+    """The tests as a list of strings; None when the column holds nothing usable."""
+    if isinstance(value, str):
+        return [value] if value.strip() else None
+    if isinstance(value, Sequence) and value and all(isinstance(test, str) for test in value):
+        return list(value)
+    return None
+
+
+def _summary(result) -> str:
+    passed = sum(result.passed)
+    if result.load_error:
+        return f"did not load: {result.load_error.splitlines()[-1][:120]}"
+    text = f"{passed}/{len(result.passed)} passed"
+    if result.timed_out:
+        text += " (timed out)"
+    elif result.limits_hit:
+        text += f" (limits: {', '.join(result.limits_hit)})"
+    return text
+
+
+@register("code_stdio")
+class CodeStdio(_CodeReward):
+    r"""The share of the row's stdin/stdout cases the completion's program gets right (see the module).
+
+    >>> reward = CodeStdio(timeout_seconds=10)
+    >>> cases = [{"input": "1 2\n", "output": "3\n"}, {"input": "5 5\n", "output": "10"}]
+    >>> reward(["```python\nprint(sum(map(int, input().split())))\n```",
+    ...         "```python\nprint(3)   \n\n\n```"], test_cases=[cases, cases])
+    [1.0, 0.5]
+    """
+
+    required_columns = ("test_cases",)
+
+    def __init__(
+        self,
+        *,
+        timeout_seconds: float = 10.0,
+        memory_mb: int = 1024,
+        num_workers: int = 1,
+        partial_credit: bool = True,
+    ) -> None:
+        self.timeout_seconds = timeout_seconds
+        self.memory_mb = memory_mb
+        self.num_workers = num_workers
+        self.partial_credit = partial_credit
+        self._check_params()
+
+    def score_batch(self, samples: list[Sample], log_extra: LogExtra | None = None) -> list[float | None]:
+        scores: list[float | None] = [None] * len(samples)
+        notes = [""] * len(samples)
+        jobs = []
+        failed: set[int] = set()
+        counts: dict[int, int] = {}
+        for index, sample in enumerate(samples):
+            cases = _cases(sample.columns.get("test_cases"))
+            if cases is None:
+                notes[index] = "[no test cases]"
+                continue
+            program = last_python_block(sample.text)
+            if program is None or not program.strip():
+                scores[index], notes[index] = 0.0, "[no python block]"
+                continue
+            counts[index] = len(cases)
+            jobs += [(index, program, case) for case in cases]
+        if jobs:
+            box = self._sandbox()
+
+            def judge(job: tuple[int, str, tuple[str, str]]) -> bool | None:
+                index, program, (stdin, expected) = job
+                if not self.partial_credit and index in failed:
+                    return None  # all-or-nothing and already failed: skip
+                result = box.run_python(program, stdin=stdin)
+                passed = result.ok and output_lines(result.stdout) == output_lines(expected)
+                if not passed:
+                    failed.add(index)
+                return passed
+
+            outcomes = box.map(judge, jobs)
+            for index, count in counts.items():
+                passed = sum(1 for (i, *_), ok in zip(jobs, outcomes, strict=True) if i == index and ok)
+                scores[index] = passed / count if self.partial_credit else float(passed == count)
+                notes[index] = f"{passed}/{count} cases passed"
+        if log_extra is not None:
+            log_extra(f"{self.name}/result", notes)
+        return scores
+
+
+def output_lines(text: str) -> list[str]:
+    r"""Output as compared: lines without trailing whitespace, trailing blank lines dropped.
+
+    >>> output_lines("1 2 \r\n3\n\n\n"), output_lines("1 2\n3")
+    (['1 2', '3'], ['1 2', '3'])
+    """
+    lines = [line.rstrip() for line in text.split("\n")]
+    while lines and not lines[-1]:
+        lines.pop()
+    return lines
+
+
+def _cases(value: Any) -> list[tuple[str, str]] | None:
+    """``[(input, output), ...]`` from the column; None when it holds nothing usable."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return None
+    if not isinstance(value, Sequence) or isinstance(value, str) or not value:
+        return None
+    cases = []
+    for case in value:
+        if not isinstance(case, Mapping):
+            return None
+        stdin, output = case.get("input"), case.get("output")
+        if not isinstance(stdin, str) or not isinstance(output, str):
+            return None
+        cases.append((stdin, output))
+    return cases

@@ -1,0 +1,645 @@
+"""Start sandboxed processes, feed them, read them within caps, and kill everything they started.
+
+:class:`Sandbox` runs one program per call (:meth:`Sandbox.run_python`, :meth:`Sandbox.run_command`) and
+many in parallel (:meth:`Sandbox.map`, ``num_workers`` threads, each driving its own processes). Each run:
+
+* gets its configuration and its stdin as sealed memfds (no pipe to keep fed, nothing on disk);
+* starts ``python -I -B sandbox/_boot.py`` in a new session (its own process group) with a scrubbed
+  environment; the boot script enters the namespaces and sets the limits (see :mod:`sandbox._boot`);
+* has stdout and stderr read as they come, each up to ``Limits.max_output_bytes``: one byte more and the
+  run is killed (``limits_hit`` gets ``"output"``), so nothing is buffered without bound;
+* ends by a ``SIGKILL`` to its process group when it is done or its wall time is up; with a pid namespace
+  that also ends every process it started (the namespace's init dies with the group, and the kernel
+  kills the rest), daemons that left the group included.
+
+:func:`isolation` says which isolation is in force (checked once per interpreter by running a probe in
+the sandbox) and logs it in one line.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import logging
+import math
+import os
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+
+logger = logging.getLogger(__name__)
+
+BOOT_SCRIPT = Path(__file__).with_name("_boot.py")
+#: Exit code of the boot script when the sandbox could not be set up (see ``RunResult.setup_error``).
+SETUP_FAILED = 125
+#: The unprivileged uid and gid programs run as when the harness is root ("nobody" on most systems).
+NOBODY = 65534
+#: After a program exits, how long its pipes may stay open (descendants holding them) before they are cut.
+DRAIN_SECONDS = 0.2
+#: Environment every program gets (nothing of the caller's: no tokens, no proxies, no paths).
+BASE_ENV = {
+    "PATH": "/usr/local/bin:/usr/bin:/bin",
+    "LANG": "C.UTF-8",
+    "LC_ALL": "C.UTF-8",
+    "PYTHONIOENCODING": "utf-8",
+    "PYTHONDONTWRITEBYTECODE": "1",
+    "OMP_NUM_THREADS": "1",
+    "OPENBLAS_NUM_THREADS": "1",
+    "MKL_NUM_THREADS": "1",
+}
+
+IsolationMode = Literal["namespaces", "none"]
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+class SandboxUnavailableError(RuntimeError):
+    """No sandboxed program can run here (the interpreter cannot start under the sandbox's uid...)."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one run may use. Memory, processes, open files and file size apply to each process."""
+
+    timeout_seconds: float = 10.0
+    """Wall time of the whole run, start-up included; then everything is killed."""
+    cpu_seconds: float | None = None
+    """CPU time of each process (SIGXCPU, then SIGKILL a second later); None: ``timeout_seconds``."""
+    memory_mb: int = 1024
+    """Address space of each process (RLIMIT_AS): a bigger allocation fails with MemoryError."""
+    max_processes: int = 64
+    """Processes and threads of the program's uid (RLIMIT_NPROC; counted per user namespace)."""
+    max_open_files: int = 256
+    max_file_mb: int = 16
+    """Largest file the program may write (RLIMIT_FSIZE)."""
+    tmp_mb: int = 64
+    """Size of its ``/tmp`` (its working directory) and ``/dev/shm``, with namespaces."""
+    max_output_bytes: int = 1 << 20
+    """Cap on stdout and on stderr, each; one byte more and the run is killed."""
+
+    def __post_init__(self) -> None:
+        if not (self.timeout_seconds > 0 and math.isfinite(self.timeout_seconds)):
+            raise ValueError(f"timeout_seconds must be a positive number, got {self.timeout_seconds!r}")
+        if self.cpu_seconds is not None and not self.cpu_seconds > 0:
+            raise ValueError(f"cpu_seconds must be positive, got {self.cpu_seconds!r}")
+        for name in (
+            "memory_mb",
+            "max_processes",
+            "max_open_files",
+            "max_file_mb",
+            "tmp_mb",
+            "max_output_bytes",
+        ):
+            if not getattr(self, name) >= 1:
+                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)!r}")
+        if self.max_open_files < 16:
+            raise ValueError(
+                f"max_open_files must be at least 16 (the interpreter needs some), got {self.max_open_files}"
+            )
+
+    def for_boot(self) -> dict[str, int]:
+        cpu = self.cpu_seconds if self.cpu_seconds is not None else self.timeout_seconds
+        return {
+            "cpu_seconds": max(1, math.ceil(cpu)),
+            "memory_bytes": self.memory_mb << 20,
+            "processes": self.max_processes,
+            "open_files": self.max_open_files,
+            "file_bytes": self.max_file_mb << 20,
+            "tmp_bytes": self.tmp_mb << 20,
+        }
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """How one run ended. ``limits_hit`` names each limit that stopped it: ``wall``, ``cpu`` and ``output``
+    are known for certain; ``memory``, ``file_size`` and ``processes`` are read from the error Python
+    printed last (MemoryError, "File too large", a failed fork)."""
+
+    stdout: str
+    stderr: str
+    exit_code: int | None
+    """The program's exit status; None when a signal killed it (see ``signal``) or it never started."""
+    signal: int | None
+    timed_out: bool
+    limits_hit: tuple[str, ...]
+    duration_seconds: float
+    cpu_seconds: float
+    isolation: str
+    setup_error: str = ""
+    """Why the sandbox itself could not start this run ("" when it did)."""
+
+    @property
+    def ok(self) -> bool:
+        """Exited with status 0 within every limit."""
+        return self.exit_code == 0 and not self.limits_hit and not self.setup_error
+
+
+@dataclass(frozen=True)
+class Isolation:
+    """Which isolation is in force, for :func:`isolation`."""
+
+    mode: IsolationMode
+    description: str
+    reason: str = ""
+    """Why namespaces are not in force ("" when they are)."""
+
+
+# --- isolation check --------------------------------------------------------------------------------------
+
+_isolation_cache: dict[tuple[str, int], Isolation] = {}
+_isolation_lock = threading.Lock()
+
+
+def isolation(python: str | None = None) -> Isolation:
+    """The isolation programs get from this interpreter (``python``: another interpreter), checked once.
+
+    Runs a probe in the sandbox and keeps namespaces only when the probe sees what they promise (only a
+    loopback interface, its own pid namespace, a read-only root and a writable ``/tmp``). Logs one line.
+    Raises :class:`SandboxUnavailableError` when not even the fallback can run a program.
+    """
+    python = python or sys.executable
+    key = (python, os.geteuid())
+    with _isolation_lock:
+        if key not in _isolation_cache:
+            found = _detect(python)
+            log = logger.info if found.mode == "namespaces" else logger.warning
+            log("sandbox isolation: %s%s", found.description, f" ({found.reason})" if found.reason else "")
+            _isolation_cache[key] = found
+        return _isolation_cache[key]
+
+
+def _user() -> int | None:
+    return NOBODY if os.geteuid() == 0 else None
+
+
+def _detect(python: str) -> Isolation:
+    probe = Sandbox(Limits(timeout_seconds=20), isolation="namespaces", python=python, _checked=True)
+    result = probe._run("probe", files={}, stdin=b"", argv=[])
+    seen = _parse_probe(result)
+    user = _user()
+    expected_uid = user if user is not None else 0
+    if seen is not None and (
+        seen.get("interfaces") == ["lo"]
+        and seen.get("processes", 99) <= 3
+        and seen.get("root_writable") is False
+        and seen.get("tmp_writable") is True
+        and seen.get("uid") == expected_uid
+    ):
+        kinds = "pid, mount, network, IPC, UTS" if user is not None else "user, pid, mount, network, IPC, UTS"
+        who = f"uid {user}" if user is not None else "your uid without capabilities"
+        return Isolation(
+            "namespaces",
+            f"namespaces ({kinds}): read-only filesystem, private /tmp, no network, rlimits; "
+            f"programs run as {who}",
+        )
+    reason = result.setup_error or (f"probe saw {seen}" if seen else _tail(result.stderr) or "probe failed")
+    fallback = Sandbox(Limits(timeout_seconds=20), isolation="none", python=python, _checked=True)
+    result = fallback._run("probe", files={}, stdin=b"", argv=[])
+    if _parse_probe(result) is None:
+        raise SandboxUnavailableError(
+            f"the sandbox cannot run programs with {python}: without namespaces ({reason}), and without "
+            f"them: {result.setup_error or _tail(result.stderr) or 'probe failed'}"
+            + (
+                f" (as root, programs run as uid {user}: it must be able to read the interpreter)"
+                if user
+                else ""
+            )
+        )
+    who = f"as uid {user}" if user is not None else "as your own uid (they can read and write what you can)"
+    return Isolation(
+        "none",
+        f"none: namespaces unavailable, programs run {who} with rlimits, a scrubbed environment and a "
+        "process-group kill only; network and filesystem are not isolated (use a container or VM)",
+        reason=reason,
+    )
+
+
+def _parse_probe(result: RunResult) -> dict | None:
+    if result.exit_code != 0:
+        return None
+    try:
+        seen = json.loads(result.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        return None
+    return seen if isinstance(seen, dict) else None
+
+
+def _tail(text: str) -> str:
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    return lines[-1][:300] if lines else ""
+
+
+# --- the sandbox ---------------------------------------------------------------------------------------
+
+
+class Sandbox:
+    """Runs programs under ``limits``, ``num_workers`` at a time with :meth:`map`.
+
+    ``isolation``: ``"auto"`` (namespaces when the probe shows they work, else the fallback, see
+    :func:`isolation`), ``"namespaces"`` (raise if they do not work) or ``"none"`` (rlimits, process group,
+    scrubbed environment and, as root, the drop to uid 65534 only). ``python``: the interpreter programs run
+    under (this one by default). ``user``: the uid to drop to when the harness is root (default 65534;
+    None keeps root, which only a benchmark should do).
+
+    >>> result = Sandbox(Limits(timeout_seconds=10)).run_python("print(input()[::-1])", stdin="olleh")
+    >>> result.stdout, result.exit_code, result.timed_out, result.limits_hit
+    ('hello\\n', 0, False, ())
+    """
+
+    def __init__(
+        self,
+        limits: Limits | None = None,
+        *,
+        isolation: Literal["auto", "namespaces", "none"] = "auto",
+        num_workers: int = 1,
+        python: str | None = None,
+        user: int | None = NOBODY,
+        _checked: bool = False,
+    ) -> None:
+        if isolation not in ("auto", "namespaces", "none"):
+            raise ValueError(f"isolation must be 'auto', 'namespaces' or 'none', got {isolation!r}")
+        if not (isinstance(num_workers, int) and num_workers >= 1):
+            raise ValueError(f"num_workers must be a positive integer, got {num_workers!r}")
+        self.limits = limits or Limits()
+        self.requested = isolation
+        self.num_workers = num_workers
+        self.python = python or sys.executable
+        self.user = user if os.geteuid() == 0 else None
+        # The probes of isolation() are built _checked: they run as asked without checking first.
+        self._mode: IsolationMode | None = None
+        if isolation == "none" or _checked:
+            self._mode = "none" if isolation == "none" else "namespaces"
+
+    @property
+    def isolation(self) -> IsolationMode:
+        """The isolation this sandbox's runs get (checks it on first use)."""
+        if self._mode is None:
+            found = isolation(self.python)
+            if self.requested == "namespaces" and found.mode != "namespaces":
+                raise SandboxUnavailableError(
+                    f"namespaces were asked for but do not work here: {found.reason}"
+                )
+            self._mode = found.mode
+        return self._mode
+
+    def run_python(
+        self,
+        source: str,
+        stdin: str | bytes = "",
+        *,
+        argv: Sequence[str] = (),
+        files: dict[str, str] | None = None,
+    ) -> RunResult:
+        """Run ``source`` as a Python script (``__main__``, file ``main.py`` in its working directory) with
+        ``stdin``; ``argv`` follows ``main.py`` in ``sys.argv``; ``files`` (name: text) are written beside it."""
+        files = {**(files or {}), "main.py": source}
+        return self._run("script", files=files, stdin=_bytes(stdin), argv=["main.py", *argv])
+
+    def run_command(
+        self, argv: Sequence[str], stdin: str | bytes = "", *, files: dict[str, str] | None = None
+    ) -> RunResult:
+        """Run any command (``argv[0]`` looked up in the sandbox's PATH) under the same isolation."""
+        if not argv:
+            raise ValueError("argv must name a command")
+        return self._run("exec", files=dict(files or {}), stdin=_bytes(stdin), argv=list(argv))
+
+    def map(self, function: Callable[[T], R], items: Iterable[T]) -> list[R]:
+        """``[function(item) for item in items]``, ``num_workers`` at a time (threads: each run is a process)."""
+        items = list(items)
+        if self.num_workers == 1 or len(items) <= 1:
+            return [function(item) for item in items]
+        with ThreadPoolExecutor(max_workers=min(self.num_workers, len(items))) as pool:
+            return list(pool.map(function, items))
+
+    # --- internals shared with sandbox.judge -----------------------------------------------------------
+
+    def _run(self, mode: str, *, files: dict[str, str], stdin: bytes, argv: list[str]) -> RunResult:
+        started = time.monotonic()
+        with _Workdir(self) as workdir:
+            process = self._spawn(mode, workdir, files=files, stdin=stdin, argv=argv)
+            _drive([process], started + self.limits.timeout_seconds)
+            return process.result(self.limits, self.isolation, time.monotonic() - started)
+
+    def _spawn(
+        self,
+        mode: str,
+        workdir: str,
+        *,
+        files: dict[str, str],
+        stdin: bytes,
+        argv: list[str],
+        pass_fds: Sequence[int] = (),
+        extra: dict[str, Any] | None = None,
+    ) -> _Process:
+        namespaces = self.isolation == "namespaces"
+        status_r, status_w = os.pipe()
+        config = {
+            "mode": mode,
+            "namespaces": namespaces,
+            "user": self.user,
+            "limits": self.limits.for_boot(),
+            "files": files,
+            "argv": argv,
+            "workdir": "/tmp" if namespaces else workdir,
+            "status_fd": status_w,
+            **(extra or {}),
+        }
+        config_fd = _memfd(json.dumps(config).encode())
+        stdin_fd = _memfd(stdin)
+        env = {**BASE_ENV, "HOME": config["workdir"], "TMPDIR": config["workdir"]}
+        try:
+            popen = subprocess.Popen(
+                [self.python, "-I", "-B", str(BOOT_SCRIPT), str(config_fd)],
+                stdin=stdin_fd,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                pass_fds=(config_fd, status_w, *pass_fds),
+                env=env,
+                cwd="/",
+                start_new_session=True,
+            )
+        finally:
+            for fd in (config_fd, stdin_fd, status_w):
+                os.close(fd)
+        return _Process(popen, status_r, self.limits.max_output_bytes)
+
+
+def _bytes(data: str | bytes) -> bytes:
+    return data.encode("utf-8", errors="surrogateescape") if isinstance(data, str) else bytes(data)
+
+
+def _memfd(data: bytes) -> int:
+    """A sealed, read-only-content in-memory file holding ``data``, positioned at its start."""
+    fd = os.memfd_create("sandbox", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+    os.lseek(fd, 0, os.SEEK_SET)
+    seals = sum(
+        getattr(fcntl, name, 0) for name in ("F_SEAL_SEAL", "F_SEAL_SHRINK", "F_SEAL_GROW", "F_SEAL_WRITE")
+    )
+    if hasattr(fcntl, "F_ADD_SEALS"):
+        fcntl.fcntl(fd, fcntl.F_ADD_SEALS, seals)
+    return fd
+
+
+class _Workdir:
+    """Without namespaces: a fresh private directory on the host (the program's uid owns it), removed after.
+    With namespaces the program's directory is a tmpfs inside the sandbox and this makes nothing."""
+
+    def __init__(self, sandbox: Sandbox) -> None:
+        self.sandbox = sandbox
+        self.path = ""
+
+    def __enter__(self) -> str:
+        if self.sandbox.isolation == "none":
+            self.path = tempfile.mkdtemp(prefix="sandbox-")
+            if self.sandbox.user is not None:
+                os.chown(self.path, self.sandbox.user, self.sandbox.user)
+        return self.path
+
+    def __exit__(self, *exc: object) -> None:
+        if self.path:
+            _remove_tree(self.path)
+
+
+def _remove_tree(path: str) -> None:
+    def make_writable(function: Callable, name: str, _exc: object) -> None:
+        try:
+            os.chmod(os.path.dirname(name), 0o700)
+            os.chmod(name, 0o700)
+            function(name)
+        except OSError:
+            pass
+
+    shutil.rmtree(path, onerror=make_writable)
+
+
+# --- driving processes --------------------------------------------------------------------------------
+
+
+@dataclass
+class _Stream:
+    fd: int
+    data: bytearray = field(default_factory=bytearray)
+    open: bool = True
+
+
+class _Process:
+    """One started boot process: its pipes, its exit, and a kill for its whole process group."""
+
+    def __init__(self, popen: subprocess.Popen, status_fd: int, cap: int) -> None:
+        self.popen = popen
+        self.pid = popen.pid
+        self.cap = cap
+        self.stdout = _Stream(popen.stdout.fileno())
+        self.stderr = _Stream(popen.stderr.fileno())
+        self.status = _Stream(status_fd)
+        self.wait_status: int | None = None
+        self.cpu_seconds = 0.0
+        self.exited_at: float | None = None
+        self.killed = False
+        self.output_limit = False
+        self.timed_out = False
+        try:
+            self.pidfd: int | None = os.pidfd_open(self.pid)
+        except (AttributeError, OSError):
+            self.pidfd = None
+
+    def streams(self) -> list[_Stream]:
+        return [self.stdout, self.stderr, self.status]
+
+    def read(self, stream: _Stream) -> None:
+        try:
+            chunk = os.read(stream.fd, 65536)
+        except BlockingIOError:
+            return
+        except OSError:
+            chunk = b""
+        if not chunk:
+            stream.open = False
+            return
+        stream.data += chunk
+        if stream is not self.status and len(stream.data) > self.cap:
+            del stream.data[self.cap :]
+            self.output_limit = True
+            self.kill()
+        elif stream is self.status and len(stream.data) > 65536:
+            stream.open = False
+
+    def poll_exit(self) -> bool:
+        if self.wait_status is None:
+            try:
+                pid, status, usage = os.wait4(self.pid, os.WNOHANG)
+            except ChildProcessError:
+                pid, status, usage = self.pid, 0, None
+            if pid == 0:
+                return False
+            self.wait_status = status
+            self.popen.returncode = os.waitstatus_to_exitcode(status) if usage is not None else -9
+            if usage is not None:
+                self.cpu_seconds = usage.ru_utime + usage.ru_stime
+            self.exited_at = time.monotonic()
+        return True
+
+    def done(self, now: float) -> bool:
+        """Exited and its pipes closed (or left open by descendants for longer than DRAIN_SECONDS)."""
+        if not self.poll_exit():
+            return False
+        if not (self.stdout.open or self.stderr.open or self.status.open):
+            return True
+        return now - (self.exited_at or now) > DRAIN_SECONDS
+
+    def kill(self) -> None:
+        if not self.killed:
+            self.killed = True
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.pid, signal.SIGKILL)
+
+    def finish(self) -> None:
+        """Kill what is left of the group, reap, close the pipes."""
+        self.kill()
+        if self.wait_status is None:
+            try:
+                _, status, usage = os.wait4(self.pid, 0)
+                self.wait_status = status
+                self.cpu_seconds = usage.ru_utime + usage.ru_stime
+                self.popen.returncode = os.waitstatus_to_exitcode(status)
+            except ChildProcessError:
+                self.wait_status = 0
+                self.popen.returncode = -9
+        for fd in (self.pidfd,):
+            if fd is not None:
+                os.close(fd)
+        self.pidfd = None
+        for pipe in (self.popen.stdout, self.popen.stderr):
+            pipe.close()
+        os.close(self.status.fd)
+
+    def status_messages(self) -> list[dict]:
+        messages = []
+        for line in bytes(self.status.data).splitlines():
+            try:
+                message = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(message, dict):
+                messages.append(message)
+        return messages
+
+    def result(self, limits: Limits, isolation: str, duration: float) -> RunResult:
+        status = self.wait_status or 0
+        setup_error = next((str(m["setup_error"]) for m in self.status_messages() if "setup_error" in m), "")
+        exit_code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else None
+        number = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
+        stderr = bytes(self.stderr.data).decode("utf-8", errors="replace")
+        if setup_error and exit_code == SETUP_FAILED:
+            exit_code = None
+        hit = []
+        if self.timed_out:
+            hit.append("wall")
+        cpu_limit = limits.for_boot()["cpu_seconds"]
+        if number == signal.SIGXCPU or (
+            number == signal.SIGKILL and not self.killed and self.cpu_seconds >= cpu_limit - 0.05
+        ):
+            hit.append("cpu")
+        if self.output_limit:
+            hit.append("output")
+        last = stderr[-2000:]
+        for name, marks in (
+            ("memory", ("MemoryError",)),
+            ("file_size", ("File too large", "[Errno 27]")),
+            ("processes", ("[Errno 11] Resource temporarily unavailable",)),
+        ):
+            if any(mark in last for mark in marks) and exit_code != 0:
+                hit.append(name)
+        return RunResult(
+            stdout=bytes(self.stdout.data).decode("utf-8", errors="replace"),
+            stderr=stderr,
+            exit_code=exit_code,
+            signal=number,
+            timed_out=self.timed_out,
+            limits_hit=tuple(hit),
+            duration_seconds=duration,
+            cpu_seconds=self.cpu_seconds,
+            isolation=isolation,
+            setup_error=setup_error,
+        )
+
+
+@dataclass
+class Watch:
+    """An extra pipe to read while processes run: ``on_data(bytes)`` per chunk, ``on_close()`` at EOF."""
+
+    fd: int
+    on_data: Callable[[bytes], None]
+    open: bool = True
+
+
+def _drive(
+    processes: list[_Process],
+    deadline: float,
+    watches: Sequence[Watch] = (),
+    stop: Callable[[], bool] | None = None,
+) -> None:
+    """Read every process's pipes until all are done, ``stop()`` says so, or the deadline passes; then kill
+    each process group and reap. Never returns later than the deadline plus the reaping."""
+    poller = select.poll()
+    handlers: dict[int, Callable[[], None]] = {}
+
+    def register(fd: int, handler: Callable[[], None]) -> None:
+        poller.register(fd, select.POLLIN)
+        handlers[fd] = handler
+
+    for process in processes:
+        for stream in process.streams():
+            register(stream.fd, lambda p=process, s=stream: p.read(s))
+        if process.pidfd is not None:
+            register(process.pidfd, lambda p=process: p.poll_exit())
+    for watch in watches:
+
+        def read_watch(w: Watch = watch) -> None:
+            chunk = os.read(w.fd, 65536)
+            if chunk:
+                w.on_data(chunk)
+            else:
+                w.open = False
+
+        register(watch.fd, read_watch)
+    try:
+        while True:
+            now = time.monotonic()
+            if all(process.done(now) for process in processes) or (stop is not None and stop()):
+                break
+            if now >= deadline:
+                for process in processes:
+                    if process.wait_status is None:
+                        process.timed_out = True
+                break
+            exited = any(p.exited_at is not None for p in processes)
+            slack = DRAIN_SECONDS if exited else 0.05 if any(p.pidfd is None for p in processes) else 1.0
+            for fd, _ in poller.poll(max(1, int(min(deadline - now, slack) * 1000) + 1)):
+                handlers[fd]()
+                closed = [p for p in processes for s in p.streams() if s.fd == fd and not s.open]
+                closed += [w for w in watches if w.fd == fd and not w.open]
+                if closed or any(p.pidfd == fd and p.wait_status is not None for p in processes):
+                    poller.unregister(fd)
+    finally:
+        for process in processes:
+            process.finish()
+
+
+def result_dict(result: RunResult) -> dict[str, Any]:
+    """A result as plain data (for JSON logs and tools)."""
+    return asdict(result)

@@ -1,0 +1,311 @@
+"""Programs that try to cheat the verdict or escape: each gets 0 (or its honest score), touches nothing
+outside its sandbox, leaves no process behind (the autouse fixture checks), and the call is bounded."""
+
+from __future__ import annotations
+
+import os
+import socket
+import stat
+import textwrap
+import time
+
+import pytest
+from sandbox_fixtures import *  # noqa: F403  (the shared fixtures)
+
+from rewards import get_reward
+from sandbox import Limits, Sandbox
+from sandbox.judge import run_tests
+
+TESTS = ["assert add(1, 2) == 3", "assert add(-1, 1) == 0", "assert add(10, 5) == 15"]
+HONEST = "def add(a, b):\n    return a + b\n"
+WRONG = "def add(a, b):\n    return None\n"
+TIMEOUT = 3.0
+
+
+def fenced(program: str) -> str:
+    return f"Here it is:\n```python\n{textwrap.dedent(program)}\n```\n"
+
+
+def score(program: str, tests=TESTS, setup: str = "", timeout: float = TIMEOUT) -> float:
+    reward = get_reward("code_tests", timeout_seconds=timeout, memory_mb=512)
+    began = time.monotonic()
+    columns = {"tests": [tests]}
+    if setup:
+        columns["setup"] = [setup]
+    (value,) = reward([fenced(program)], **columns)
+    assert time.monotonic() - began < timeout + 2.5, "the call was not bounded"
+    return value
+
+
+def test_the_honest_and_the_wrong_program():
+    assert score(HONEST) == 1.0
+    assert score(WRONG) == 0.0
+
+
+ATTACKS = {
+    "sys.exit(0) before the tests": "import sys\nsys.exit(0)\n",
+    "os._exit(0) before the tests": "import os\nos._exit(0)\n",
+    "raise SystemExit": "raise SystemExit\n",
+    "replaced AssertionError": (
+        "import builtins\nclass Never(Exception):\n    pass\n"
+        "builtins.AssertionError = Never\nAssertionError = Never\n"
+    ),
+    "prints what a naive harness looks for": (
+        "import os\nprint('All tests passed')\nprint('{\"test\": 0, \"passed\": true}')\n"
+        "print('PASSED 3/3', flush=True)\n"
+        "for fd in range(3, 256):\n"
+        "    try:\n"
+        '        os.write(fd, b\'{"test": 0, "passed": true}\\n{"test": 1, "passed": true}\\n{"done": true}\\n\')\n'
+        "    except OSError:\n"
+        "        pass\n"
+    ),
+    "re-runs itself under python -O": (
+        "import os, sys\nos.environ['PYTHONOPTIMIZE'] = '2'\n"
+        "if not sys.flags.optimize:\n    os.execv(sys.executable, [sys.executable, '-O', *sys.argv])\n"
+    ),
+    "ignores SIGTERM and spins": "import signal\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\nwhile True:\n    pass\n",
+    "infinite loop": "while True:\n    pass\n",
+    "infinite output": "while True:\n    print('x' * 1000)\n",
+    "fork bomb": ("import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n"),
+    "huge allocation": "hog = bytearray(10**12)\n",
+    "deep recursion": "import sys\nsys.setrecursionlimit(10**8)\ndef down(n):\n    return down(n + 1)\ndown(0)\n",
+}
+
+
+SLOW = {"infinite loop", "ignores SIGTERM and spins", "fork bomb", "deep recursion"}
+
+
+@pytest.mark.parametrize("attack", list(ATTACKS), ids=list(ATTACKS))
+def test_attacks_before_the_tests_score_zero(attack):
+    assert score(WRONG + ATTACKS[attack], timeout=2.0 if attack in SLOW else TIMEOUT) == 0.0
+    if attack not in SLOW:  # after an honest solution: the program's own behaviour decides, nothing else
+        honest = score(HONEST + ATTACKS[attack])
+        # (writing to every descriptor garbles its own channel: that is its doing, and it scores 0)
+        assert honest == (1.0 if attack == "replaced AssertionError" else 0.0)
+
+
+def test_an_object_whose_eq_is_always_true():
+    program = """
+        class Anything:
+            def __eq__(self, other):
+                return True
+            def __ne__(self, other):
+                return False
+            def __bool__(self):
+                return True
+            __hash__ = object.__hash__
+        class Int(int):
+            def __eq__(self, other):
+                return True
+            __hash__ = int.__hash__
+        def add(a, b):
+            return Anything() if a > 0 else Int(7)
+    """
+    assert score(program) == 0.0
+    assert score(program, tests=["assert add(1, 2)", "assert not add(1, 2) != 3"]) == 0.0  # no truth value
+
+
+def test_patched_builtins_the_tests_use():
+    program = """
+        import builtins
+        builtins.abs = lambda x: 0
+        builtins.len = lambda x: 1
+        builtins.isinstance = lambda *args: True
+        builtins.sorted = lambda x, **k: [1, 2, 3]
+        abs = lambda x: 0
+        len = lambda x: 1
+        isinstance = lambda *args: True
+        sorted = lambda x, **k: [1, 2, 3]
+        def add(a, b):
+            return [3, 2, 1] if a == 0 else 'not a number'
+    """
+    tests = [
+        "assert abs(add(1, 2) - 3) < 1e-9",
+        "assert isinstance(add(1, 2), int)",
+        "assert len(add(1, 2)) == 1",
+        "assert sorted(add(0, 0)) == [1, 2, 3] and add(0, 0) == [1, 2, 3]",
+    ]
+    assert score(program, tests=tests) == 0.0
+    assert score("def add(a, b):\n    return [1, 2, 3] if a == 0 else a + b\n", tests=tests) == 0.75  # honest
+
+
+def test_monkeypatching_the_test_helpers():
+    setup = "def check(f):\n    return f(1, 2) == 3 and f(2, 2) == 4\n"
+    program = """
+        import builtins
+        def check(f):
+            return True
+        builtins.check = check
+        candidate = lambda *a: 3
+        def add(a, b):
+            return 3
+    """
+    tests = ["assert check(add)", "def check(candidate):\n    assert candidate(5, 5) == 10\ncheck(add)"]
+    assert score(program, tests=tests, setup=setup) == 0.0
+    assert score(HONEST, tests=tests, setup=setup) == 1.0
+
+
+def test_reading_the_tests_and_the_harness():
+    """The tests exist only in the tests process (from a memfd it closed) and the harness: a program that
+    searches every file, pipe and /proc entry it can reach does not find them."""
+    token = "TOKEN_" + os.urandom(8).hex()
+    program = r"""
+        import os, re, stat
+        found = []
+        def scan_file(path):
+            try:
+                with open(path, 'rb') as f:
+                    data = f.read(1 << 20)
+            except OSError:
+                return
+            found.extend(m.decode() for m in re.findall(rb'TOKEN_[0-9a-f]{16}', data))
+        for root in ('/tmp', '/dev/shm', '/proc', '/run', os.getcwd()):
+            for base, dirs, files in os.walk(root):
+                if base.startswith('/proc/') and base.count('/') > 3 and '/fd' not in base:
+                    dirs[:] = []
+                for name in files:
+                    path = os.path.join(base, name)
+                    if '/proc/' in path and not (path.endswith(('cmdline', 'environ')) or '/fd/' in path):
+                        continue
+                    try:
+                        if stat.S_ISREG(os.stat(path).st_mode) or path.endswith(('cmdline', 'environ')):
+                            scan_file(path)
+                    except OSError:
+                        pass
+        def add(a, b):
+            return found[0] if found else None
+    """
+    assert score(program, tests=[f"assert add(1, 2) == {token!r}"], timeout=6) == 0.0
+
+
+def test_files_outside_its_directory_are_out_of_reach(tmp_path):
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    canary = shared / "canary.txt"
+    canary.write_text("intact")
+    os.chmod(shared, 0o777)
+    os.chmod(tmp_path, 0o755)
+    os.chmod(canary, 0o666)
+    repo_file = os.path.abspath(__file__)
+    before = os.stat(repo_file).st_mtime_ns
+    program = f"""
+        import os, shutil
+        for action in (
+            lambda: open({str(canary)!r}, 'w').write('pwned'),
+            lambda: os.remove({str(canary)!r}),
+            lambda: open({str(shared / "new.txt")!r}, 'w').write('x'),
+            lambda: open('/var/tmp/escaped.txt', 'w').write('x'),
+            lambda: open({repo_file!r}, 'a').write('x'),
+            lambda: os.remove({repo_file!r}),
+            lambda: shutil.rmtree({str(tmp_path)!r}),
+            lambda: open('../escaped.txt', 'w').write('x'),
+            lambda: os.symlink('/', 'root') or open('root/tmp/escaped.txt', 'w').write('x'),
+        ):
+            try:
+                action()
+            except OSError:
+                pass
+        def add(a, b):
+            return a + b
+    """
+    assert score(program) == 1.0  # the honest function still counts
+    assert canary.read_text() == "intact" and sorted(p.name for p in shared.iterdir()) == ["canary.txt"]
+    assert not os.path.exists("/var/tmp/escaped.txt") and not os.path.exists("/tmp/escaped.txt")
+    assert os.stat(repo_file).st_mtime_ns == before
+
+
+def test_no_network(tmp_path):
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.bind(("0.0.0.0", 0))
+    listener.listen(8)
+    listener.setblocking(False)
+    port = listener.getsockname()[1]
+    hosts = ["127.0.0.1", socket.gethostbyname(socket.gethostname()), "1.1.1.1", "8.8.8.8"]
+    program = f"""
+        import socket
+        reached = []
+        for host in {hosts!r}:
+            for port in ({port}, 53, 80):
+                try:
+                    socket.create_connection((host, port), timeout=0.5).close()
+                    reached.append((host, port))
+                except OSError:
+                    pass
+        try:
+            socket.getaddrinfo('example.com', 80)
+            reached.append('dns')
+        except OSError:
+            pass
+        print(reached)
+        def add(a, b):
+            return a + b if not reached else None
+    """
+    try:
+        assert score(program, timeout=8) == 1.0
+        with pytest.raises(BlockingIOError):
+            listener.accept()
+    finally:
+        listener.close()
+    result = Sandbox(Limits(timeout_seconds=5)).run_python(
+        f"import socket\ns = socket.socket()\ns.settimeout(1)\nprint(s.connect_ex(('127.0.0.1', {port})))"
+    )
+    assert result.stdout.strip() != "0"
+
+
+def test_children_that_outlive_the_run_are_killed():
+    program = """
+        import os, subprocess, sys, time
+        if os.fork() == 0:
+            os.setsid()
+            if os.fork() == 0:
+                time.sleep(60)
+            os._exit(0)
+        subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'], start_new_session=True)
+        def add(a, b):
+            return a + b
+    """
+    assert score(program) == 1.0  # the autouse fixture then finds none of them alive
+
+
+def test_stdio_printing_only_the_first_line_of_the_answer():
+    reward = get_reward("code_stdio", timeout_seconds=TIMEOUT)
+    cases = [{"input": "3\n", "output": "1\n2\n3\n"}, {"input": "1\n", "output": "1\n"}]
+    full = fenced("n = int(input())\nfor i in range(1, n + 1):\n    print(i)")
+    first = fenced("n = int(input())\nprint(1)")
+    assert reward([full, first], test_cases=[cases, cases]) == [1.0, 0.5]
+    assert get_reward("code_stdio", partial_credit=False)([first], test_cases=[cases]) == [0.0]
+
+
+def test_stdio_reading_the_parent_memory_and_environment(monkeypatch):
+    monkeypatch.setenv("SECRET_TOKEN", "hunter2-secret")
+    program = f"""
+        import os, glob
+        seen = []
+        for path in ['/proc/1/environ', '/proc/1/mem', '/proc/1/cmdline', '/proc/{os.getpid()}/environ',
+                     '/proc/{os.getpid()}/mem', '/proc/self/environ', *glob.glob('/proc/*/environ')]:
+            try:
+                with open(path, 'rb') as f:
+                    seen.append(path + ': ' + f.read(1 << 16).decode('latin-1'))
+            except OSError as e:
+                seen.append(path + ': ' + type(e).__name__)
+        print('\\n'.join(seen))
+    """
+    result = Sandbox(Limits(timeout_seconds=TIMEOUT)).run_python(textwrap.dedent(program))
+    assert result.exit_code == 0 and "hunter2" not in result.stdout
+    lines = dict(line.split(": ", 1) for line in result.stdout.splitlines() if ": " in line)
+    assert lines["/proc/1/environ"] == "PermissionError" and lines["/proc/1/mem"] == "PermissionError"
+    assert lines[f"/proc/{os.getpid()}/environ"] in ("FileNotFoundError", "PermissionError")
+
+
+def test_the_fallback_keeps_the_verdict_out_of_reach(unprivileged_python):
+    """Without namespaces the files and the network are not isolated, but the verdict still is."""
+    fallback = Sandbox(
+        Limits(timeout_seconds=TIMEOUT, memory_mb=400), isolation="none", python=unprivileged_python
+    )
+    for attack in ("sys.exit(0) before the tests", "replaced AssertionError", "prints what a naive harness looks for",
+                   "re-runs itself under python -O", "fork bomb", "infinite output"):  # fmt: skip
+        result = run_tests(fallback, WRONG + ATTACKS[attack], TESTS)
+        assert result.passed == (False, False, False), attack
+    honest = run_tests(fallback, HONEST, TESTS)
+    assert honest.passed == (True, True, True)
+    assert stat.S_IMODE(os.stat("/tmp").st_mode) & 0o1000  # (the host /tmp is still sticky and shared)

@@ -1,0 +1,180 @@
+"""The sandbox's runs: input and output, each limit, the isolation check, parallel runs, both uids."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from sandbox_fixtures import *  # noqa: F403  (the shared fixtures)
+
+import sandbox
+from sandbox import Limits, Sandbox
+from sandbox.runner import NOBODY, _isolation_cache
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def box(**limits) -> Sandbox:
+    return Sandbox(Limits(**{"timeout_seconds": 5, **limits}))
+
+
+def test_a_script_gets_stdin_argv_and_files_and_its_output_comes_back():
+    result = box().run_python(
+        "import sys; print(sys.stdin.read().upper(), sys.argv[1:], open('data.txt').read())\n"
+        "print('to stderr', file=sys.stderr); sys.exit(3)",
+        stdin="hi",
+        argv=["-x", "1"],
+        files={"data.txt": "D"},
+    )
+    assert result.stdout == "HI ['-x', '1'] D\n" and result.stderr == "to stderr\n"
+    assert result.exit_code == 3 and result.signal is None and not result.ok
+    assert not result.timed_out and result.limits_hit == () and result.setup_error == ""
+
+
+def test_an_uncaught_exception_is_a_traceback_and_status_1():
+    result = box().run_python("def f():\n    raise ValueError('no')\nf()\n")
+    assert result.exit_code == 1 and "ValueError: no" in result.stderr and 'main.py", line 3' in result.stderr
+
+
+def test_run_command_and_the_scrubbed_environment(monkeypatch):
+    monkeypatch.setenv("SECRET_TOKEN", "hunter2")
+    result = box().run_command(["sh", "-c", "env; echo done"])
+    assert result.exit_code == 0 and "done" in result.stdout
+    assert "hunter2" not in result.stdout and "SECRET_TOKEN" not in result.stdout
+    names = {line.split("=", 1)[0] for line in result.stdout.splitlines() if "=" in line}
+    assert {"PATH", "HOME", "LANG"} <= names and len(names) < 15
+
+
+def test_the_isolation_in_force_is_checked_once_and_logged_in_one_line(caplog):
+    _isolation_cache.clear()
+    with caplog.at_level(logging.INFO, logger="sandbox.runner"):
+        first = sandbox.isolation()
+        again = sandbox.isolation()
+    lines = [r.getMessage() for r in caplog.records if r.name == "sandbox.runner"]
+    assert first is again and len(lines) == 1 and lines[0].startswith("sandbox isolation: ")
+    assert first.mode in ("namespaces", "none") and first.mode in lines[0]
+    assert box().isolation == first.mode
+
+
+def test_namespaces_are_in_force_on_this_machine():
+    """unshare works here (and in CI, which runs on the same kind of machine)."""
+    found = sandbox.isolation()
+    assert found.mode == "namespaces", found.reason
+    probe = box().run_python(
+        "import os, socket, json\n"
+        "print(json.dumps([os.getuid(), os.getpid(), sorted(n for _, n in socket.if_nameindex()),"
+        " sorted(p for p in os.listdir('/proc') if p.isdigit()), os.getcwd(), socket.gethostname()]))"
+    )
+    uid, pid, interfaces, pids, cwd, hostname = json.loads(probe.stdout)
+    assert uid == (NOBODY if os.geteuid() == 0 else 0) and pid == 2 and interfaces == ["lo"]
+    assert pids == ["1", "2"] and cwd == "/tmp" and hostname == "sandbox"
+
+
+def test_wall_time():
+    began = time.monotonic()
+    result = box(timeout_seconds=1).run_python("import time\ntime.sleep(60)")
+    assert result.timed_out and result.limits_hit == ("wall",) and result.exit_code is None
+    assert time.monotonic() - began < 3
+
+
+def test_cpu_time():
+    result = box(timeout_seconds=10, cpu_seconds=1).run_python("while True:\n    pass")
+    assert "cpu" in result.limits_hit and not result.timed_out and result.signal is not None
+    assert 0.9 < result.cpu_seconds < 3 and result.duration_seconds < 5
+
+
+def test_memory():
+    result = box(memory_mb=200).run_python("x = bytearray(500 * 2**20)")
+    assert result.exit_code == 1 and "MemoryError" in result.stderr and result.limits_hit == ("memory",)
+    assert box(memory_mb=200).run_python("x = bytearray(50 * 2**20); print(len(x))").ok
+
+
+def test_output_is_capped_while_read_and_the_run_killed():
+    began = time.monotonic()
+    result = box(max_output_bytes=1000).run_python("while True:\n    print('y' * 100)")
+    assert "output" in result.limits_hit and len(result.stdout) == 1000 and result.stdout.startswith("y")
+    assert time.monotonic() - began < 2 and not result.timed_out
+
+
+def test_file_size_and_open_files():
+    result = box(max_file_mb=1).run_python("open('big', 'wb').write(b'x' * (2 * 2**20))")
+    assert "file_size" in result.limits_hit
+    result = box(max_open_files=32).run_python("fs = [open('/dev/null') for _ in range(100)]")
+    assert result.exit_code == 1 and "Too many open files" in result.stderr
+
+
+def test_processes():
+    result = box(max_processes=8).run_python(
+        "import os, time\nkids = []\nfor _ in range(50):\n    pid = os.fork()\n    if pid == 0:\n"
+        "        time.sleep(30)\n    kids.append(pid)\nprint(len(kids))"
+    )
+    assert "processes" in result.limits_hit and "Resource temporarily unavailable" in result.stderr
+    assert result.duration_seconds < 3
+
+
+def test_map_runs_in_parallel_and_keeps_the_order():
+    sandbox_ = Sandbox(Limits(timeout_seconds=5), num_workers=3)
+    began = time.monotonic()
+    results = sandbox_.map(
+        lambda n: sandbox_.run_python(f"import time; time.sleep(0.5); print({n})"), range(6)
+    )
+    assert [r.stdout for r in results] == [f"{n}\n" for n in range(6)]
+    assert time.monotonic() - began < 2.9  # six half-second sleeps, three at a time
+
+
+def test_limits_are_validated():
+    with pytest.raises(ValueError, match="timeout_seconds"):
+        Limits(timeout_seconds=0)
+    with pytest.raises(ValueError, match="memory_mb"):
+        Limits(memory_mb=0)
+    with pytest.raises(ValueError, match="num_workers"):
+        Sandbox(num_workers=0)
+
+
+def test_the_fallback_without_namespaces(unprivileged_python):
+    fallback = Sandbox(Limits(timeout_seconds=2, memory_mb=300), isolation="none", python=unprivileged_python)
+    result = fallback.run_python("import os; print(os.getuid(), os.getcwd().startswith('/tmp/sandbox-'))")
+    assert (
+        result.stdout == f"{NOBODY if os.geteuid() == 0 else os.getuid()} True\n"
+        and result.isolation == "none"
+    )
+    assert fallback.run_python("while True: pass").limits_hit == ("wall",)
+    assert "memory" in fallback.run_python("x = bytearray(10**9)").limits_hit
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to become another user")
+def test_as_an_ordinary_user_a_user_namespace_drops_every_capability(unprivileged_python, tmp_path):
+    """What a user without root gets: run the harness itself as uid 65534."""
+    code = (
+        "import json, sandbox\n"
+        "result = sandbox.Sandbox(sandbox.Limits(timeout_seconds=5)).run_python("
+        '\'import os; s = open("/proc/self/status").read()\\n'
+        'print(os.getuid(), [l.split()[1] for l in s.splitlines() if l.startswith("CapEff")][0])\')\n'
+        "print(json.dumps([sandbox.isolation().mode, result.stdout]))\n"
+    )
+    run = subprocess.run(
+        [unprivileged_python, "-c", code],
+        cwd=REPO,
+        user=NOBODY,
+        group=NOBODY,
+        extra_groups=[],
+        env={"PATH": os.environ["PATH"]},
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    mode, stdout = json.loads(run.stdout.splitlines()[-1])
+    assert mode == "namespaces", run.stderr
+    assert stdout == "0 0000000000000000\n"  # namespace root, no capability at all
+
+
+def test_a_setup_failure_is_reported_not_hidden(tmp_path):
+    missing = Sandbox(Limits(timeout_seconds=5), isolation="none", python=sys.executable, user=None)
+    result = missing.run_command(["/nonexistent/program"])
+    assert result.exit_code != 0 and "nonexistent" in result.stderr
