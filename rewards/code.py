@@ -267,11 +267,16 @@ class CodeStdio(_CodeReward):
         memory_mb: int = 1024,
         num_workers: int = 1,
         partial_credit: bool = True,
+        cases_column: str = "test_cases",
     ) -> None:
         self.timeout_seconds = timeout_seconds
         self.memory_mb = memory_mb
         self.num_workers = num_workers
         self.partial_credit = partial_credit
+        #: The column holding the cases: a list of {"input", "output"}, or a mapping with such a list under
+        #: "test_cases" (open-r1/verifiable-coding-problems-python's `verification_info`).
+        self.cases_column = cases_column
+        self.required_columns = (cases_column,)
         self._check_params()
 
     def score_batch(self, samples: list[Sample], log_extra: LogExtra | None = None) -> list[float | None]:
@@ -281,7 +286,7 @@ class CodeStdio(_CodeReward):
         failed: set[int] = set()
         counts: dict[int, int] = {}
         for index, sample in enumerate(samples):
-            cases = _cases(sample.columns.get("test_cases"))
+            cases = _cases(sample.columns.get(self.cases_column))
             if cases is None:
                 notes[index] = "[no test cases]"
                 continue
@@ -327,12 +332,21 @@ def output_lines(text: str) -> list[str]:
 
 
 def _cases(value: Any) -> list[tuple[str, str]] | None:
-    """``[(input, output), ...]`` from the column; None when it holds nothing usable."""
+    """``[(input, output), ...]`` from the column; None when it holds nothing usable, or cases of another
+    kind than stdin/stdout (a ``type`` other than ``stdin_stdout``, such as ``function_call``).
+
+    >>> _cases({"language": "python", "test_cases": [{"input": "1\\n", "output": "2\\n", "type": "stdin_stdout"}]})
+    [('1\\n', '2\\n')]
+    >>> _cases([{"fn_name": "f", "input": "[1]", "output": "[2]", "type": "function_call"}]) is None
+    True
+    """
     if isinstance(value, str):
         try:
             value = json.loads(value)
         except ValueError:
             return None
+    if isinstance(value, Mapping):
+        value = value.get("test_cases")
     if not isinstance(value, Sequence) or isinstance(value, str) or not value:
         return None
     cases = []
@@ -341,6 +355,8 @@ def _cases(value: Any) -> list[tuple[str, str]] | None:
             return None
         stdin, output = case.get("input"), case.get("output")
         if not isinstance(stdin, str) or not isinstance(output, str):
+            return None
+        if case.get("type", "stdin_stdout") not in ("stdin_stdout", None):
             return None
         cases.append((stdin, output))
     return cases

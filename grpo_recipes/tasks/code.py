@@ -31,7 +31,7 @@ Inputs = Callable[[random.Random], tuple]
 
 
 def _ints(rng: random.Random) -> tuple:
-    return ([rng.randint(-5, 12) for _ in range(rng.randint(0, 7))],)
+    return ([rng.randint(-5, 12) for _ in range(rng.randint(0, 10))],)
 
 
 def _words(rng: random.Random) -> tuple:
@@ -203,27 +203,46 @@ def _question(family: Family, constants: dict[str, Any]) -> str:
     return f"Write a Python function `{family.name}({family.args})` that {family.text.format(**constants)}."
 
 
+def _reference(family: Family, constants: dict[str, Any]) -> tuple[str, Callable[..., Any]]:
+    """The reference solution's source and the function it defines (our own code, run here)."""
+    solution = f"def {family.name}({family.args}):\n    {family.body.format(**constants)}\n"
+    namespace: dict[str, Any] = {}
+    exec(compile(solution, f"<reference {family.name}>", "exec"), namespace)
+    return solution, namespace[family.name]
+
+
 def _row(
     family: Family, constants: dict[str, Any], rng: random.Random, tests_per_problem: int
 ) -> dict[str, Any]:
-    body = family.body.format(**constants)
-    solution = f"def {family.name}({family.args}):\n    {body}\n"
-    namespace: dict[str, Any] = {}
-    exec(compile(solution, f"<reference {family.name}>", "exec"), namespace)  # our own reference code
-    function = namespace[family.name]
-    tests, seen = [], set()
-    for _ in range(50 * tests_per_problem):
-        if len(tests) == tests_per_problem:
-            break
+    """A problem's row. Its tests tell it apart from every other problem of its family: for each other
+    constant, some test's expected value differs from what that problem's solution returns (where random
+    inputs can show it), so a solution to a neighbouring problem never passes them all."""
+    solution, function = _reference(family, constants)
+    siblings = [_reference(family, other)[1] for _, other in _problems((family,)) if other != constants]
+    candidates, seen = [], set()
+    for _ in range(100 * tests_per_problem):
         args = family.inputs(rng)
         call = f"{family.name}({', '.join(repr(a) for a in args)})"
         if call not in seen:
             seen.add(call)
-            tests.append(f"assert {call} == {function(*args)!r}")
+            expected = function(*args)
+            candidates.append(
+                (call, expected, {i for i, other in enumerate(siblings) if other(*args) != expected})
+            )
+    # Greedy cover: each test the one that tells the most remaining siblings apart (ties: drawn order).
+    chosen, left = [], set(range(len(siblings)))
+    while len(chosen) < tests_per_problem and candidates:
+        best = max(candidates, key=lambda c: len(c[2] & left))
+        if not best[2] & left:
+            break
+        chosen.append(best)
+        candidates.remove(best)
+        left -= best[2]
+    chosen += candidates[: tests_per_problem - len(chosen)]
     return {
         "question": _question(family, constants),
         "entry_point": family.name,
-        "tests": tests,
+        "tests": [f"assert {call} == {expected!r}" for call, expected, _ in chosen],
         "solution": solution,
     }
 

@@ -117,6 +117,8 @@ OTHER_RECIPES = [
     ("template", "ddp", "hf"),
     ("reasoning-gym", "zero2", "hf"),
     ("basic-arithmetic-cpu", "ddp", "vllm-colocate"),
+    ("code", "zero2", "vllm-colocate"),  # a Hub dataset replaced by its sample; programs run in the sandbox
+    ("code-cpu", "zero3", "hf"),
 ]
 
 
