@@ -366,11 +366,12 @@ def main() -> None:
         config = json.loads(file.read())
     namespaces = bool(config["namespaces"])
     try:
+        # Before the mounts: this package may live anywhere, under /tmp too, which the sandbox replaces.
+        preloaded = _preload(config)
         if namespaces:
             enter_namespaces(config)
         write_files(config)
         set_limits(config["limits"])
-        preloaded = _preload(config)
         drop_privileges(config)
         os.chdir(config["workdir"])
     except (SetupError, OSError) as error:
@@ -383,7 +384,8 @@ def main() -> None:
 
 
 def _preload(config: dict):
-    """The in-sandbox harness of ``serve``/``tests``, imported before the privilege drop."""
+    """The in-sandbox harness of ``serve``/``tests``, imported before the namespaces and the privilege drop
+    (the package's own files need not be visible inside the sandbox)."""
     if config["mode"] not in ("serve", "tests"):
         return None
     import importlib.util
