@@ -180,3 +180,22 @@ def test_a_setup_failure_is_reported_not_hidden(tmp_path):
     missing = Sandbox(Limits(timeout_seconds=5), isolation="none", python=sys.executable, user=None)
     result = missing.run_command(["/nonexistent/program"])
     assert result.exit_code != 0 and "nonexistent" in result.stderr
+
+
+def test_the_package_works_from_a_folder_inside_the_sandbox_s_own_tmp(tmp_path):
+    """The sandbox replaces /tmp; the package's own files may live there (a clone under /tmp)."""
+    import shutil
+
+    shutil.copytree(Path(__file__).resolve().parents[2] / "sandbox", tmp_path / "sandbox")
+    script = (
+        "from sandbox import Limits, Sandbox\n"
+        "from sandbox.judge import run_tests\n"
+        "result = run_tests(Sandbox(Limits(timeout_seconds=10)), 'def add(a, b):\\n    return a + b\\n',"
+        " ['assert add(1, 2) == 3'])\n"
+        "import sandbox; print(sandbox.__file__, result.passed, result.load_error)\n"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split() == [str(tmp_path / "sandbox" / "__init__.py"), "(True,)"]
