@@ -59,6 +59,9 @@ BASE_ENV = {
     "MKL_NUM_THREADS": "1",
 }
 
+#: Directories of the program's view that are the sandbox's own (``read_only_paths`` cannot show the host's).
+OWN_PATHS = ("/tmp", "/dev", "/proc", "/run")
+
 IsolationMode = Literal["namespaces", "none"]
 T = TypeVar("T")
 R = TypeVar("R")
@@ -250,7 +253,10 @@ class Sandbox:
     :func:`isolation`), ``"namespaces"`` (raise if they do not work) or ``"none"`` (rlimits, process group,
     scrubbed environment and, as root, the drop to uid 65534 only). ``python``: the interpreter programs run
     under (this one by default). ``user``: the uid to drop to when the harness is root (default 65534;
-    None keeps root, which only a benchmark should do).
+    None keeps root, which only a benchmark should do). ``read_only_paths``: host files or directories
+    to show programs, read-only, besides the system directories and the interpreter's standard library
+    (with namespaces programs see nothing else: no installed package, no repository; pass a virtual
+    environment's ``site-packages`` for numpy).
 
     >>> result = Sandbox(Limits(timeout_seconds=10)).run_python("print(input()[::-1])", stdin="olleh")
     >>> result.stdout, result.exit_code, result.timed_out, result.limits_hit
@@ -265,6 +271,7 @@ class Sandbox:
         num_workers: int = 1,
         python: str | None = None,
         user: int | None = NOBODY,
+        read_only_paths: Sequence[str] = (),
         _checked: bool = False,
     ) -> None:
         if isolation not in ("auto", "namespaces", "none"):
@@ -276,6 +283,12 @@ class Sandbox:
         self.num_workers = num_workers
         self.python = python or sys.executable
         self.user = user if os.geteuid() == 0 else None
+        self.read_only_paths = [os.path.abspath(os.fspath(path)) for path in read_only_paths]
+        for path in self.read_only_paths:
+            if path == "/" or any(path == own or path.startswith(own + "/") for own in OWN_PATHS):
+                raise ValueError(
+                    f"read_only_paths: {path} cannot be shown (the sandbox's own: {', '.join(OWN_PATHS)})"
+                )
         # The probes of isolation() are built _checked: they run as asked without checking first.
         self._mode: IsolationMode | None = None
         if isolation == "none" or _checked:
@@ -352,6 +365,7 @@ class Sandbox:
             "files": files,
             "argv": argv,
             "workdir": "/tmp" if namespaces else workdir,
+            "read_only_paths": self.read_only_paths,
             "status_fd": status_w,
             **(extra or {}),
         }
