@@ -429,3 +429,32 @@ def test_read_only_paths_shows_what_is_asked_and_nothing_more():
     assert not (shown / "new.txt").exists()
     with pytest.raises(ValueError, match="read_only_paths"):
         Sandbox(read_only_paths=["/tmp/data"])
+
+
+def test_a_free_module_name_in_the_tests_is_the_real_module():
+    """The tests use ``math`` without importing it: a program's ``class math`` never stands for it, and a
+    program that imported math gives the tests the real one."""
+    tests = ["assert math.isclose(area(2), 12.566370614359172, rel_tol=1e-6)"]
+    cheat = "class math:\n    isclose = staticmethod(lambda *a, **k: True)\ndef area(r):\n    return 0\n"
+    honest = "import math\ndef area(r):\n    return math.pi * r * r\n"
+    assert score(cheat, tests=tests) == 0.0
+    assert score(honest, tests=tests) == 1.0
+    aliased = "import cmath as math\nimport math as m\ndef area(r):\n    return 0\n"
+    assert score(aliased, tests=tests + ["assert m.isclose(m.pi, 3.141592653589793)"]) == 0.5
+
+
+def test_functions_the_program_imported_are_the_real_ones():
+    program = """
+        from math import sqrt
+        from collections import Counter
+        floor = __import__('math').floor
+        def add(a, b):
+            return sqrt(a * a) + b
+    """
+    tests = [
+        "import math\nassert sqrt is math.sqrt and sqrt(16) == 4.0",
+        "assert Counter('aab') == {'a': 2, 'b': 1}",
+        "import math\nassert floor is math.floor and floor(2.5) == 2",
+        "assert add(3, 1) == 4.0",
+    ]
+    assert score(program, tests=tests) == 1.0
