@@ -28,7 +28,9 @@ A completion without one scores 0, and so does a program that does not load. Pro
   first failure).
 
 HumanEval and MBPP rows map onto ``code_tests`` with :func:`humaneval_columns` and :func:`mbpp_columns`.
-A row whose tests are missing or malformed scores None (cannot be scored).
+A row whose tests are missing or malformed scores None (cannot be scored): among them a row with a blank
+test (empty or only comments), which would pass whatever the program does. Tests run as ``__main__``
+(a test's ``if __name__ == "__main__":`` block runs).
 """
 
 from __future__ import annotations
@@ -227,12 +229,22 @@ class CodeTests(_CodeReward):
 
 
 def _tests(value: Any) -> list[str] | None:
-    """The tests as a list of strings; None when the column holds nothing usable."""
-    if isinstance(value, str):
-        return [value] if value.strip() else None
-    if isinstance(value, Sequence) and value and all(isinstance(test, str) for test in value):
-        return list(value)
+    r"""The tests as a list of strings; None when the column holds nothing usable: no test, something else
+    than strings, or a blank test (empty, or only comments), which would pass whatever the program does.
+
+    >>> _tests("assert f() == 1"), _tests(["assert f() == 1", "  # nothing\n"]), _tests([])
+    (['assert f() == 1'], None, None)
+    """
+    tests = [value] if isinstance(value, str) else value
+    if not isinstance(tests, Sequence) or isinstance(tests, str) or not tests:
+        return None
+    if all(isinstance(test, str) and not _blank(test) for test in tests):
+        return list(tests)
     return None
+
+
+def _blank(test: str) -> bool:
+    return not any(line.strip() and not line.strip().startswith("#") for line in test.splitlines())
 
 
 def _summary(result) -> str:

@@ -283,7 +283,7 @@ def run_tests(config: dict) -> None:
         emit({"load_error": str(reason or "the program's process ended before it loaded")[:MAX_ERROR_CHARS]})
         return
     emit({"loaded": True})
-    namespace: dict = {"__name__": "__test__", "__builtins__": builtins}
+    namespace: dict = {"__name__": "__main__", "__builtins__": builtins}
     for name, info in list(first["manifest"].items())[:MAX_NAMES]:
         if not _bindable(name) or type(info) is not dict:
             continue

@@ -46,6 +46,11 @@ def test_tests_column_shapes():
         "1/2 passed",
         "[no python block]",
     ]
+    wrong = "```python\ndef add(a, b):\n    return 0\n```"
+    blank = reward(
+        [wrong] * 3, tests=[["", "assert add(1, 2) == 3"], ["# no test", "assert add(1, 2) == 3"], "  \n"]
+    )
+    assert blank == [None, None, None]  # a blank test would pass whatever the program does
     strict = get_reward("code_tests", partial_credit=False, timeout_seconds=10)
     assert strict([ADD], tests=[["assert add(1, 1) == 2", "assert add(1, 1) == 3"]]) == [0.0]
 

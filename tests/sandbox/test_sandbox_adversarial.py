@@ -458,3 +458,10 @@ def test_functions_the_program_imported_are_the_real_ones():
         "assert add(3, 1) == 4.0",
     ]
     assert score(program, tests=tests) == 1.0
+
+
+def test_the_tests_run_as_main():
+    """A test that checks under ``if __name__ == "__main__":`` runs its check."""
+    tests = "def check(candidate):\n    assert candidate(1, 2) == 3\n\nif __name__ == '__main__':\n    check(add)\n"
+    assert score(WRONG, tests=tests) == 0.0
+    assert score(HONEST, tests=tests) == 1.0
