@@ -23,9 +23,10 @@ A completion without one scores 0, and so does a program that does not load. Pro
 * ``code_stdio``, column ``test_cases``: a list of ``{"input": str, "output": str}`` (or that list as a
   JSON string). The program runs once per case with the input on stdin; a case passes when it exits with
   status 0 within the limits and its stdout equals the output, line by line, ignoring trailing whitespace
-  on each line and trailing blank lines. ``timeout_seconds`` is per case. The score is the share of cases
-  passed (``partial_credit=False``: 1 only when all pass, and the remaining cases are skipped after the
-  first failure).
+  on each line and trailing blank lines. ``timeout_seconds`` is per case; once a case runs out of wall or
+  CPU time, the program's remaining cases are skipped and fail (a program that sleeps costs one timeout,
+  not one per case). The score is the share of cases passed (``partial_credit=False``: 1 only when all
+  pass, and the remaining cases are skipped after the first failure).
 
 HumanEval and MBPP rows map onto ``code_tests`` with :func:`humaneval_columns` and :func:`mbpp_columns`.
 A row whose tests are missing or malformed scores None (cannot be scored): among them a row with a blank
@@ -296,6 +297,7 @@ class CodeStdio(_CodeReward):
         notes = [""] * len(samples)
         jobs = []
         failed: set[int] = set()
+        out_of_time: set[int] = set()  # completions whose program hit its wall or CPU time on a case
         counts: dict[int, int] = {}
         for index, sample in enumerate(samples):
             cases = _cases(sample.columns.get(self.cases_column))
@@ -313,12 +315,14 @@ class CodeStdio(_CodeReward):
 
             def judge(job: tuple[int, str, tuple[str, str]]) -> bool | None:
                 index, program, (stdin, expected) = job
-                if not self.partial_credit and index in failed:
-                    return None  # all-or-nothing and already failed: skip
+                if index in out_of_time or (not self.partial_credit and index in failed):
+                    return None  # out of time on a case, or all-or-nothing and already failed: skip
                 result = box.run_python(program, stdin=stdin)
                 passed = result.ok and output_lines(result.stdout) == output_lines(expected)
                 if not passed:
                     failed.add(index)
+                if result.timed_out or {"wall", "cpu"} & set(result.limits_hit):
+                    out_of_time.add(index)
                 return passed
 
             outcomes = box.map(judge, jobs)

@@ -93,6 +93,21 @@ def test_all_or_nothing_stops_at_the_first_failed_case():
     assert time.monotonic() - began < 4
 
 
+def test_a_program_out_of_time_on_a_case_skips_its_other_cases():
+    """Timeouts do not add up: after a case runs out of time, that program's remaining cases fail unrun
+    (the others' still run)."""
+    reward = get_reward("code_stdio", timeout_seconds=1)
+    sleeper = "```python\nimport time\ntime.sleep(60)\n```"
+    echo = "```python\nprint(input())\n```"
+    cases = [{"input": f"{n}\n", "output": f"{n}\n"} for n in range(6)]
+    logged = {}
+    began = time.monotonic()
+    assert reward([sleeper], test_cases=[cases], log_extra=logged.__setitem__) == [0.0]
+    assert time.monotonic() - began < 3 * 1  # about one timeout, not six (a generous bound)
+    assert logged["code_stdio/result"] == ["0/6 cases passed"]
+    assert reward([sleeper, echo], test_cases=[cases, cases]) == [0.0, 1.0]
+
+
 @pytest.mark.parametrize(
     "params",
     [
