@@ -138,9 +138,11 @@ def enter_namespaces(config: dict) -> None:
             with open(f"/proc/self/{name}", "w") as file:
                 file.write(text)
     status_r, status_w = os.pipe()
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})  # until outer can stop init on it
     init = os.fork()
     if init:
         _outer(init, status_r, status_w)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
     os.close(status_r)
     _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     build_mounts(config)
@@ -152,10 +154,24 @@ def enter_namespaces(config: dict) -> None:
 
 
 def _outer(init: int, status_r: int, status_w: int) -> None:
-    """Wait for init; exit as the program did (same code, or killed by the same signal)."""
+    """Wait for init; exit as the program did (same code, or killed by the same signal). On SIGTERM (the
+    harness stopping the run), kill init, reap it, and die of SIGKILL: no process of the run is left for
+    another to reap (init killed with outer would be orphaned, a zombie of pid 1 or of a subreaper)."""
     _close_all_but(status_r)
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    os.waitpid(init, 0)
+    stopped = []
+
+    def stop(_number: int, _frame: object) -> None:
+        stopped.append(True)
+        with contextlib.suppress(OSError):
+            os.kill(init, signal.SIGKILL)  # (init is not reaped before this process reaps it)
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+    os.waitpid(init, 0)  # (retried after the handler runs)
+    if stopped:
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+        os.kill(os.getpid(), signal.SIGKILL)
     words = os.read(status_r, 64).decode(errors="replace").split()
     if len(words) != 2 or not words[1].isdigit():  # init died before the program ended (setup failed)
         os._exit(SETUP_FAILED)
