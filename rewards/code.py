@@ -10,7 +10,9 @@ The program is the completion's last complete fenced block tagged ``python`` (or
 
 A completion without one scores 0, and so does a program that does not load. Programs run in
 :mod:`sandbox` (namespaces where the kernel allows them; see ``sandbox.isolation()``), each bounded by
-``timeout_seconds`` of wall time, as much CPU time, and ``memory_mb`` of address space.
+``timeout_seconds`` of wall time, as much CPU time, and ``memory_mb`` of address space. Where namespaces
+do not work and the trainer is not root, the rewards raise a setup error rather than run programs as the
+trainer's uid, unless ``isolation="none"`` says to (see :class:`sandbox.Sandbox`).
 
 * ``code_tests``, column ``tests``: one string of Python (passes when it runs to the end without an
   exception: 1 or 0), or a list of strings, each a separate test (the score is the share that pass;
@@ -146,8 +148,13 @@ class _CodeReward(Reward):
     memory_mb: int
     num_workers: int
     partial_credit: bool
+    isolation: str
 
     def _check_params(self) -> None:
+        if self.isolation not in ("auto", "namespaces", "none"):
+            raise invalid(
+                self.name, f"isolation must be 'auto', 'namespaces' or 'none', got {self.isolation!r}"
+            )
         if not (0 < self.timeout_seconds <= 3600 and math.isfinite(self.timeout_seconds)):
             raise invalid(self.name, f"timeout_seconds must be in (0, 3600], got {self.timeout_seconds}")
         if not 32 <= self.memory_mb <= 1 << 20:
@@ -161,6 +168,7 @@ class _CodeReward(Reward):
         box = sandbox.Sandbox(
             sandbox.Limits(timeout_seconds=self.timeout_seconds, memory_mb=self.memory_mb),
             num_workers=self.num_workers,
+            isolation=self.isolation,
         )
         try:
             box.isolation  # noqa: B018  (checked now: an unusable sandbox is a setup error, not a score)
@@ -193,11 +201,14 @@ class CodeTests(_CodeReward):
         memory_mb: int = 1024,
         num_workers: int = 1,
         partial_credit: bool = True,
+        isolation: str = "auto",
     ) -> None:
         self.timeout_seconds = timeout_seconds
         self.memory_mb = memory_mb
         self.num_workers = num_workers
         self.partial_credit = partial_credit
+        #: The sandbox's isolation ("auto", "namespaces", "none"): see sandbox.Sandbox.
+        self.isolation = isolation
         self._check_params()
 
     def score_batch(self, samples: list[Sample], log_extra: LogExtra | None = None) -> list[float | None]:
@@ -281,11 +292,14 @@ class CodeStdio(_CodeReward):
         num_workers: int = 1,
         partial_credit: bool = True,
         cases_column: str = "test_cases",
+        isolation: str = "auto",
     ) -> None:
         self.timeout_seconds = timeout_seconds
         self.memory_mb = memory_mb
         self.num_workers = num_workers
         self.partial_credit = partial_credit
+        #: The sandbox's isolation ("auto", "namespaces", "none"): see sandbox.Sandbox.
+        self.isolation = isolation
         #: The column holding the cases: a list of {"input", "output"}, or a mapping with such a list under
         #: "test_cases" (open-r1/verifiable-coding-problems-python's `verification_info`).
         self.cases_column = cases_column

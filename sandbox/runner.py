@@ -255,8 +255,9 @@ class Sandbox:
     """Runs programs under ``limits``, ``num_workers`` at a time with :meth:`map`.
 
     ``isolation``: ``"auto"`` (namespaces when the probe shows they work, else the fallback, see
-    :func:`isolation`), ``"namespaces"`` (raise if they do not work) or ``"none"`` (rlimits, process group,
-    scrubbed environment and, as root, the drop to uid 65534 only). ``python``: the interpreter programs run
+    :func:`isolation`, but only where programs then run as another uid than the harness's: as root, uid
+    65534; otherwise :class:`SandboxUnavailableError`), ``"namespaces"`` (raise if they do not work) or
+    ``"none"`` (rlimits, process group, scrubbed environment and, as root, the drop to uid 65534 only). ``python``: the interpreter programs run
     under (this one by default). ``user``: the uid to drop to when the harness is root (default 65534;
     None keeps root, which only a benchmark should do). ``read_only_paths``: host files or directories
     to show programs, read-only, besides the system directories and the interpreter's standard library
@@ -307,6 +308,14 @@ class Sandbox:
             if self.requested == "namespaces" and found.mode != "namespaces":
                 raise SandboxUnavailableError(
                     f"namespaces were asked for but do not work here: {found.reason}"
+                )
+            if found.mode != "namespaces" and self.user is None:
+                who = "as root" if os.geteuid() == 0 else "as your own uid"
+                raise SandboxUnavailableError(
+                    f"namespaces do not work here ({found.reason}), and without them programs would run {who}: "
+                    "they could read your files and, through /proc, your processes' environment (tokens). "
+                    "Pass isolation='none' to run them so anyway, or run as root (programs then run as uid "
+                    f"{NOBODY}) or where user namespaces are allowed"
                 )
             self._mode = found.mode
         return self._mode

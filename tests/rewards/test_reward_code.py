@@ -117,6 +117,7 @@ def test_a_program_out_of_time_on_a_case_skips_its_other_cases():
         {"num_workers": 0},
         {"partial_credit": "no"},
         {"memory": 5},
+        {"isolation": "chroot"},
     ],
 )
 def test_params_are_checked(params):
@@ -132,6 +133,7 @@ def test_rewards_pickle_and_run_in_parallel():
         "memory_mb": 1024,
         "num_workers": 3,
         "partial_credit": True,
+        "isolation": "auto",
     }
     assert reward([ADD] * 6, tests=[["assert add(2, 2) == 4"]] * 6) == [1.0] * 6
 

@@ -238,3 +238,40 @@ def test_a_run_is_reaped_only_after_its_group_is_killed():
     assert state == "Z"  # exited, its pid still held
     process.finish()  # (reaps it: its status is the run's)
     assert os.WIFEXITED(process.wait_status) and os.WEXITSTATUS(process.wait_status) == 0
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to become another user")
+def test_without_namespaces_an_ordinary_user_must_ask_for_the_fallback(unprivileged_python):
+    """Without namespaces a program of a harness that is not root would run as the harness's uid, able to
+    read its files and its processes' environment: "auto" refuses, only isolation="none" runs it."""
+    code = textwrap.dedent(
+        """
+        import json, os, sys
+        import sandbox
+        from sandbox import runner
+        runner._isolation_cache[(sys.executable, os.geteuid())] = runner.Isolation(
+            "none", "none: as on a machine without user namespaces", reason="unshare: Operation not permitted"
+        )
+        try:
+            sandbox.Sandbox().run_python("print(open(f'/proc/{os.getppid()}/environ').read())")
+            refused = ""
+        except sandbox.SandboxUnavailableError as error:
+            refused = str(error)
+        result = sandbox.Sandbox(isolation="none").run_python("import os; print(os.getuid())")
+        print(json.dumps([refused, result.stdout, result.isolation]))
+        """
+    )
+    run = subprocess.run(
+        [unprivileged_python, "-c", code],
+        cwd=REPO,
+        user=NOBODY,
+        group=NOBODY,
+        extra_groups=[],
+        env={"PATH": os.environ["PATH"], "HF_TOKEN": "hf_secret"},
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    refused, stdout, mode = json.loads(run.stdout.splitlines()[-1])
+    assert "isolation='none'" in refused and "hf_secret" not in run.stdout
+    assert stdout == f"{NOBODY}\n" and mode == "none"
