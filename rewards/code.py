@@ -10,7 +10,9 @@ The program is the completion's last complete fenced block tagged ``python`` (or
 
 A completion without one scores 0, and so does a program that does not load. Programs run in
 :mod:`sandbox` (namespaces where the kernel allows them; see ``sandbox.isolation()``), each bounded by
-``timeout_seconds`` of wall time, as much CPU time, and ``memory_mb`` of address space.
+``timeout_seconds`` of wall time, as much CPU time, and ``memory_mb`` of address space. Where namespaces
+do not work and the trainer is not root, the rewards raise a setup error rather than run programs as the
+trainer's uid, unless ``isolation="none"`` says to (see :class:`sandbox.Sandbox`).
 
 * ``code_tests``, column ``tests``: one string of Python (passes when it runs to the end without an
   exception: 1 or 0), or a list of strings, each a separate test (the score is the share that pass;
@@ -23,12 +25,15 @@ A completion without one scores 0, and so does a program that does not load. Pro
 * ``code_stdio``, column ``test_cases``: a list of ``{"input": str, "output": str}`` (or that list as a
   JSON string). The program runs once per case with the input on stdin; a case passes when it exits with
   status 0 within the limits and its stdout equals the output, line by line, ignoring trailing whitespace
-  on each line and trailing blank lines. ``timeout_seconds`` is per case. The score is the share of cases
-  passed (``partial_credit=False``: 1 only when all pass, and the remaining cases are skipped after the
-  first failure).
+  on each line and trailing blank lines. ``timeout_seconds`` is per case; once a case runs out of wall or
+  CPU time, the program's remaining cases are skipped and fail (a program that sleeps costs one timeout,
+  not one per case). The score is the share of cases passed (``partial_credit=False``: 1 only when all
+  pass, and the remaining cases are skipped after the first failure).
 
 HumanEval and MBPP rows map onto ``code_tests`` with :func:`humaneval_columns` and :func:`mbpp_columns`.
-A row whose tests are missing or malformed scores None (cannot be scored).
+A row whose tests are missing or malformed scores None (cannot be scored): among them a row with a blank
+test (empty or only comments), which would pass whatever the program does. Tests run as ``__main__``
+(a test's ``if __name__ == "__main__":`` block runs).
 """
 
 from __future__ import annotations
@@ -143,8 +148,13 @@ class _CodeReward(Reward):
     memory_mb: int
     num_workers: int
     partial_credit: bool
+    isolation: str
 
     def _check_params(self) -> None:
+        if self.isolation not in ("auto", "namespaces", "none"):
+            raise invalid(
+                self.name, f"isolation must be 'auto', 'namespaces' or 'none', got {self.isolation!r}"
+            )
         if not (0 < self.timeout_seconds <= 3600 and math.isfinite(self.timeout_seconds)):
             raise invalid(self.name, f"timeout_seconds must be in (0, 3600], got {self.timeout_seconds}")
         if not 32 <= self.memory_mb <= 1 << 20:
@@ -158,6 +168,7 @@ class _CodeReward(Reward):
         box = sandbox.Sandbox(
             sandbox.Limits(timeout_seconds=self.timeout_seconds, memory_mb=self.memory_mb),
             num_workers=self.num_workers,
+            isolation=self.isolation,
         )
         try:
             box.isolation  # noqa: B018  (checked now: an unusable sandbox is a setup error, not a score)
@@ -190,11 +201,14 @@ class CodeTests(_CodeReward):
         memory_mb: int = 1024,
         num_workers: int = 1,
         partial_credit: bool = True,
+        isolation: str = "auto",
     ) -> None:
         self.timeout_seconds = timeout_seconds
         self.memory_mb = memory_mb
         self.num_workers = num_workers
         self.partial_credit = partial_credit
+        #: The sandbox's isolation ("auto", "namespaces", "none"): see sandbox.Sandbox.
+        self.isolation = isolation
         self._check_params()
 
     def score_batch(self, samples: list[Sample], log_extra: LogExtra | None = None) -> list[float | None]:
@@ -227,12 +241,22 @@ class CodeTests(_CodeReward):
 
 
 def _tests(value: Any) -> list[str] | None:
-    """The tests as a list of strings; None when the column holds nothing usable."""
-    if isinstance(value, str):
-        return [value] if value.strip() else None
-    if isinstance(value, Sequence) and value and all(isinstance(test, str) for test in value):
-        return list(value)
+    r"""The tests as a list of strings; None when the column holds nothing usable: no test, something else
+    than strings, or a blank test (empty, or only comments), which would pass whatever the program does.
+
+    >>> _tests("assert f() == 1"), _tests(["assert f() == 1", "  # nothing\n"]), _tests([])
+    (['assert f() == 1'], None, None)
+    """
+    tests = [value] if isinstance(value, str) else value
+    if not isinstance(tests, Sequence) or isinstance(tests, str) or not tests:
+        return None
+    if all(isinstance(test, str) and not _blank(test) for test in tests):
+        return list(tests)
     return None
+
+
+def _blank(test: str) -> bool:
+    return not any(line.strip() and not line.strip().startswith("#") for line in test.splitlines())
 
 
 def _summary(result) -> str:
@@ -268,11 +292,14 @@ class CodeStdio(_CodeReward):
         num_workers: int = 1,
         partial_credit: bool = True,
         cases_column: str = "test_cases",
+        isolation: str = "auto",
     ) -> None:
         self.timeout_seconds = timeout_seconds
         self.memory_mb = memory_mb
         self.num_workers = num_workers
         self.partial_credit = partial_credit
+        #: The sandbox's isolation ("auto", "namespaces", "none"): see sandbox.Sandbox.
+        self.isolation = isolation
         #: The column holding the cases: a list of {"input", "output"}, or a mapping with such a list under
         #: "test_cases" (open-r1/verifiable-coding-problems-python's `verification_info`).
         self.cases_column = cases_column
@@ -284,6 +311,7 @@ class CodeStdio(_CodeReward):
         notes = [""] * len(samples)
         jobs = []
         failed: set[int] = set()
+        out_of_time: set[int] = set()  # completions whose program hit its wall or CPU time on a case
         counts: dict[int, int] = {}
         for index, sample in enumerate(samples):
             cases = _cases(sample.columns.get(self.cases_column))
@@ -301,12 +329,14 @@ class CodeStdio(_CodeReward):
 
             def judge(job: tuple[int, str, tuple[str, str]]) -> bool | None:
                 index, program, (stdin, expected) = job
-                if not self.partial_credit and index in failed:
-                    return None  # all-or-nothing and already failed: skip
+                if index in out_of_time or (not self.partial_credit and index in failed):
+                    return None  # out of time on a case, or all-or-nothing and already failed: skip
                 result = box.run_python(program, stdin=stdin)
                 passed = result.ok and output_lines(result.stdout) == output_lines(expected)
                 if not passed:
                     failed.add(index)
+                if result.timed_out or {"wall", "cpu"} & set(result.limits_hit):
+                    out_of_time.add(index)
                 return passed
 
             outcomes = box.map(judge, jobs)

@@ -24,9 +24,11 @@ What each run gets (:mod:`sandbox._boot` does it, inside the run):
   stderr read within a cap (over it, the run is killed); a wall-clock deadline, then ``SIGKILL`` to the
   group;
 * with namespaces (when the kernel allows them, which the probe checks): new pid, mount, network, IPC
-  and UTS namespaces (and a user namespace when not root); every mount read-only, with a private tmpfs
-  ``/tmp`` as its working directory, a minimal ``/dev``, an empty ``/run`` and the ``/proc`` of its own
-  pid namespace (its parent and the rest of the machine's processes are not there); only a loopback
+  and UTS namespaces (and a user namespace when not root); a new root, read-only, with only the system
+  directories, part of ``/etc`` and the interpreter's standard library in it (no repository, home, data
+  or installed package: ``Sandbox(read_only_paths=...)`` adds more), a private tmpfs ``/tmp`` as its
+  working directory, a minimal ``/dev``, an empty ``/run`` and the ``/proc`` of its own pid namespace
+  (its parent and the rest of the machine's processes are not there); only a loopback
   interface, so no network. When the run ends, the namespace's init dies and the kernel kills every
   process left in it, double-forked daemons included;
 * as root, the program runs as uid/gid 65534 with no supplementary groups (RLIMIT_NPROC is not enforced

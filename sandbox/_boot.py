@@ -18,16 +18,19 @@ Privileges, two cases:
 
 * started as root: new mount, pid, network, IPC and UTS namespaces (no user namespace); the program then
   drops to ``config["user"]`` (uid and gid, no supplementary groups), a real unprivileged uid outside
-  too, so RLIMIT_NPROC counts and root-owned files stay out of reach. Directories the interpreter needs
-  but that uid cannot traverse (a Python under ``/root``) are exposed read-only on an empty tmpfs that
-  hides the rest of that directory.
+  too, so RLIMIT_NPROC counts and root-owned files stay out of reach.
 * started as another user: a user namespace as well, mapping namespace root to that user; after the
   mounts the program drops every capability (bounding set too, securebits locked, no_new_privs).
 
-Mounts: propagation private; ``/`` and everything under it read-only; a fresh ``/dev`` (null, zero,
-full, random, urandom), ``/run`` empty, ``/proc`` of the new pid namespace; a size-limited tmpfs on
-``/tmp`` (the program's working directory) and ``/dev/shm``. The network namespace has only a loopback
-interface.
+Mounts (propagation private): a new root, a small tmpfs, holding only the system directories
+(``SYSTEM_PATHS``), part of ``/etc`` (``ETC_NAMES``), the interpreter's prefix and directory, and the
+caller's ``read_only_paths``, each bound at its own path (symlinks on the way recreated, directories
+above it empty, so a Python under ``/root`` is reachable and nothing else of ``/root`` is); installed
+packages (``site-packages``, ``dist-packages``) inside them covered by an empty directory; a ``/dev`` of
+null, zero, full, random and urandom, an empty ``/run``, and ``/proc`` of the new pid namespace. Then
+``pivot_root`` into it and the host's root detached, everything made read-only, and a size-limited tmpfs
+on ``/tmp`` (the program's working directory) and ``/dev/shm``. The network namespace has only a
+loopback interface.
 """
 
 from __future__ import annotations
@@ -135,12 +138,14 @@ def enter_namespaces(config: dict) -> None:
             with open(f"/proc/self/{name}", "w") as file:
                 file.write(text)
     status_r, status_w = os.pipe()
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})  # until outer can stop init on it
     init = os.fork()
     if init:
         _outer(init, status_r, status_w)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
     os.close(status_r)
     _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-    build_mounts(config, as_root)
+    build_mounts(config)
     program = os.fork()
     if program == 0:
         os.close(status_w)
@@ -149,10 +154,24 @@ def enter_namespaces(config: dict) -> None:
 
 
 def _outer(init: int, status_r: int, status_w: int) -> None:
-    """Wait for init; exit as the program did (same code, or killed by the same signal)."""
+    """Wait for init; exit as the program did (same code, or killed by the same signal). On SIGTERM (the
+    harness stopping the run), kill init, reap it, and die of SIGKILL: no process of the run is left for
+    another to reap (init killed with outer would be orphaned, a zombie of pid 1 or of a subreaper)."""
     _close_all_but(status_r)
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    os.waitpid(init, 0)
+    stopped = []
+
+    def stop(_number: int, _frame: object) -> None:
+        stopped.append(True)
+        with contextlib.suppress(OSError):
+            os.kill(init, signal.SIGKILL)  # (init is not reaped before this process reaps it)
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+    os.waitpid(init, 0)  # (retried after the handler runs)
+    if stopped:
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+        os.kill(os.getpid(), signal.SIGKILL)
     words = os.read(status_r, 64).decode(errors="replace").split()
     if len(words) != 2 or not words[1].isdigit():  # init died before the program ended (setup failed)
         os._exit(SETUP_FAILED)
@@ -185,36 +204,155 @@ def _init(program: int, status_w: int) -> None:
 
 # --- the filesystem view --------------------------------------------------------------------------
 
+#: Host directories every run sees, read-only (with the interpreter's own prefix and what ``read_only_paths``
+#: adds). Nothing else of the host is there: no repository, home, data set, cache, /var, /opt or /srv.
+SYSTEM_PATHS = ("/usr", "/lib", "/lib32", "/lib64", "/libx32", "/bin", "/sbin")
+#: Of ``/etc``, only these (the dynamic loader's cache, time zone, users and groups, certificates...).
+ETC_NAMES = (
+    "alternatives", "ca-certificates", "ca-certificates.conf", "debian_version", "gai.conf", "group",
+    "host.conf", "hosts", "inputrc", "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "locale.alias",
+    "localtime", "mime.types", "nsswitch.conf", "os-release", "passwd", "protocols", "python3",
+    f"python3.{sys.version_info[1]}", "services", "shells", "ssl", "timezone",
+)  # fmt: skip
+#: Where the new root may be assembled: the first host directory of these that holds nothing to show
+#: (it is covered in this mount namespace only).
+NEW_ROOTS = ("/tmp", "/mnt", "/media", "/srv", "/opt", "/run", "/boot", "/home", "/var/tmp", "/var")
+SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41, "arm64": 41, "riscv64": 41, "i686": 217, "i386": 217,
+                  "armv7l": 218, "ppc64le": 203, "ppc64": 203, "s390x": 217}  # fmt: skip
+MNT_DETACH = 0x2
 
-def build_mounts(config: dict, as_root: bool) -> None:
+
+def build_mounts(config: dict) -> None:
+    """A new root holding only what programs need, read-only, then pivot into it (the host's root is
+    detached from this mount namespace: no path leads back to it)."""
     import socket
 
+    os.umask(0o022)
     _mount(None, "/", None, MS_REC | MS_PRIVATE)
-    devices = {name: os.open(f"/dev/{name}", os.O_PATH) for name in DEVICES if os.path.exists(f"/dev/{name}")}
-    if as_root and config.get("user") is not None:
-        _expose(_needed_paths(config), config["user"])
-    _mount("tmpfs", "/dev", "tmpfs", MS_NOSUID | MS_NOEXEC, "size=64k,nr_inodes=64,mode=755")
-    for name, fd in devices.items():
-        open(f"/dev/{name}", "w").close()
-        _mount(f"/proc/self/fd/{fd}", f"/dev/{name}", None, MS_BIND)
-        os.close(fd)
+    visible = visible_paths(config)
+    root = next((place for place in NEW_ROOTS if os.path.isdir(place) and not _related(place, visible)), None)
+    if root is None:
+        raise SetupError("no directory to build the new root on")
+    _mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,nr_inodes=4096,mode=755")
+    view = _View(root)
+    for path in visible:
+        view.add(path)
+    for path in hidden_paths(config, view):
+        _mount("tmpfs", root + path, "tmpfs", MS_NOSUID | MS_NODEV, "size=4k,nr_inodes=4,mode=755")
+    for name in ("dev", "dev/shm", "proc", "run", "tmp"):
+        os.makedirs(f"{root}/{name}", mode=0o755, exist_ok=True)
+    os.chmod(f"{root}/tmp", 0o1777)
+    for name in DEVICES:
+        if os.path.exists(f"/dev/{name}"):
+            open(f"{root}/dev/{name}", "w").close()
+            _mount(f"/dev/{name}", f"{root}/dev/{name}", None, MS_BIND)
     for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1"),
                          ("stderr", "/proc/self/fd/2")):  # fmt: skip
-        os.symlink(target, f"/dev/{name}")
-    os.mkdir("/dev/shm")
-    if os.path.isdir("/run"):
-        _mount("tmpfs", "/run", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=4k,nr_inodes=16,mode=755")
+        os.symlink(target, f"{root}/dev/{name}")
+    try:  # (before the pivot: a user namespace may mount a proc only while a full one is in view)
+        _mount("proc", f"{root}/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    except SetupError:  # e.g. a container's masked /proc: hide the host's instead of showing it
+        _mount("tmpfs", f"{root}/proc", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=4k,mode=555")
+    _pivot(root)
     make_readonly("/")
     tmp_options = f"size={int(config['limits']['tmp_bytes'])},mode=1777"
     _mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, tmp_options)
     _mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, tmp_options)
-    try:
-        _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
-    except SetupError:  # e.g. a container's masked /proc: hide the host's instead of showing it
-        _mount("tmpfs", "/proc", "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=4k,mode=555")
     _loopback_up()
     with contextlib.suppress(OSError):
         socket.sethostname("sandbox")
+
+
+def visible_paths(config: dict) -> list[str]:
+    """What of the host the view shows: the system directories, the allowed part of /etc, the
+    interpreter's prefix (its standard library and extension modules) and its directory (not a virtual
+    environment's: the program's ``sys.executable`` is the real file), and ``read_only_paths``."""
+    paths = [*SYSTEM_PATHS, *(f"/etc/{name}" for name in ETC_NAMES), sys.base_prefix, sys.base_exec_prefix]
+    paths.append(os.path.dirname(os.path.realpath(sys.executable)))
+    paths += [os.path.abspath(path) for path in config.get("read_only_paths", [])]
+    return [path for path in dict.fromkeys(paths) if path]
+
+
+def hidden_paths(config: dict, view: _View) -> list[str]:
+    """Installed packages inside what the view shows (``site-packages``, ``dist-packages``): covered by an
+    empty directory, unless ``read_only_paths`` names them, something in them, or something above them."""
+    import glob
+    import site
+
+    found = [
+        path for path in sys.path if os.path.basename(path.rstrip("/")) in ("site-packages", "dist-packages")
+    ]
+    with contextlib.suppress(Exception):
+        found += site.getsitepackages([sys.base_prefix, sys.prefix])
+    for prefix in dict.fromkeys((sys.base_prefix, sys.prefix, "/usr", "/usr/local")):
+        for pattern in ("lib*/python3*/*-packages", "local/lib*/python3*/*-packages"):
+            found += glob.glob(os.path.join(prefix, pattern))
+    asked = [os.path.realpath(path) for path in config.get("read_only_paths", [])]
+    hidden = []
+    for path in dict.fromkeys(os.path.realpath(path) for path in found):
+        if os.path.isdir(path) and view.shows(path) and not _related(path, asked):
+            hidden.append(path)
+    return hidden
+
+
+def _related(path: str, others: list[str]) -> bool:
+    """``path`` is one of ``others``, inside one, or holds one."""
+    return any(path == o or path.startswith(o.rstrip("/") + "/") or o.startswith(path + "/") for o in others)
+
+
+class _View:
+    """The new root under construction: host paths bound into it at the same paths, read-only later."""
+
+    def __init__(self, root: str) -> None:
+        self.root = root
+        self.bound: list[str] = []
+
+    def shows(self, path: str) -> bool:
+        return any(path == b or path.startswith(b.rstrip("/") + "/") for b in self.bound)
+
+    def add(self, path: str, hops: int = 0) -> None:
+        """Make ``path`` appear as on the host: symlinks on the way recreated, the path itself bound (a
+        directory with everything under it, or a file). A path that does not exist is left out."""
+        parts = [part for part in os.path.normpath(path).split("/") if part]
+        current = ""
+        for index, part in enumerate(parts):
+            current += "/" + part
+            if self.shows(current):
+                return  # already in view, and the rest resolves inside it
+            inside = self.root + current
+            if os.path.islink(current):
+                if hops < 40:
+                    target = os.readlink(current)
+                    if not os.path.lexists(inside):
+                        os.symlink(target, inside)
+                    rest = "/".join(parts[index + 1 :])
+                    self.add(os.path.join(os.path.dirname(current), target, rest), hops + 1)
+                return
+            if not os.path.exists(current):
+                return
+            if index < len(parts) - 1:
+                if not os.path.isdir(inside):
+                    os.mkdir(inside, 0o755)
+                continue
+            if os.path.isdir(current):
+                os.makedirs(inside, mode=0o755, exist_ok=True)
+            elif not os.path.exists(inside):
+                open(inside, "w").close()
+            _mount(current, inside, None, MS_BIND | MS_REC)
+            self.bound.append(current)
+
+
+def _pivot(root: str) -> None:
+    """Make ``root`` the root of this mount namespace and detach the old one."""
+    import platform
+
+    number = SYS_PIVOT_ROOT.get(platform.machine())
+    if number is None:
+        raise SetupError(f"pivot_root: unknown system call number on {platform.machine()}")
+    os.chdir(root)
+    _check(_libc.syscall(ctypes.c_long(number), b".", b"."), "pivot_root")
+    _check(_libc.umount2(b".", MNT_DETACH), "umount old root")
+    os.chdir("/")
 
 
 def make_readonly(root: str) -> None:
@@ -258,42 +396,6 @@ def _flags_of(path: str) -> int:
         (getattr(os, "ST_RELATIME", 4096), MS_RELATIME),
     )
     return sum(ms for st, ms in pairs if found & st)
-
-
-def _needed_paths(config: dict) -> list[str]:
-    """Directories the interpreter and the in-sandbox modules are read from."""
-    paths = [sys.base_prefix, sys.prefix, sys.exec_prefix, os.path.dirname(os.path.realpath(sys.executable))]
-    paths += [os.path.dirname(os.path.abspath(__file__)), *sys.path, *config.get("extra_paths", [])]
-    found = []
-    for path in paths:
-        real = os.path.realpath(path) if path else ""
-        if real and os.path.isdir(real) and real not in found:
-            found.append(real)
-    return found
-
-
-def _expose(paths: list[str], uid: int) -> None:
-    """Make each of ``paths`` reachable by ``uid``: cover the first directory it cannot traverse with an
-    empty tmpfs and bind the path back in, read-only (``make_readonly`` runs after this)."""
-    blocked: dict[str, list[str]] = {}
-    for path in paths:
-        parts = path.strip("/").split("/")
-        for depth in range(1, len(parts)):
-            ancestor = "/" + "/".join(parts[:depth])
-            info = os.stat(ancestor)
-            if not info.st_mode & 0o001 and info.st_uid != uid:
-                blocked.setdefault(ancestor, []).append(path)
-                break
-    for ancestor, inside in blocked.items():
-        inside = sorted(set(inside))
-        tops = [p for p in inside if not any(p != q and p.startswith(q + "/") for q in inside)]
-        fds = {path: os.open(path, os.O_PATH | os.O_DIRECTORY) for path in tops}
-        mode = os.stat(ancestor).st_mode & 0o777 | 0o005
-        _mount("tmpfs", ancestor, "tmpfs", MS_NOSUID | MS_NODEV, f"size=64k,mode={mode:o}")
-        for path, fd in fds.items():
-            os.makedirs(path, mode=0o755, exist_ok=True)
-            _mount(f"/proc/self/fd/{fd}", path, None, MS_BIND | MS_REC)
-            os.close(fd)
 
 
 def _loopback_up() -> None:
@@ -365,11 +467,16 @@ def main() -> None:
     with os.fdopen(config_fd, "rb") as file:
         config = json.loads(file.read())
     namespaces = bool(config["namespaces"])
+    # The host's OOM killer picks a run before the trainer.
+    with contextlib.suppress(OSError), open("/proc/self/oom_score_adj", "w") as file:
+        file.write("1000")
     try:
-        # Before the mounts: this package may live anywhere, under /tmp too, which the sandbox replaces.
+        # Before the mounts and the new root: this package may live anywhere, under /tmp too.
         preloaded = _preload(config)
         if namespaces:
+            executable = os.path.realpath(sys.executable)
             enter_namespaces(config)
+            sys.executable = sys._base_executable = executable  # (a virtual environment's is not in view)
         write_files(config)
         set_limits(config["limits"])
         drop_privileges(config)

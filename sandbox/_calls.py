@@ -7,19 +7,26 @@ processes:
   ``solution``, sends a manifest of its top-level names, then answers requests: call a function, get an
   attribute, iterate. Results go back as plain data (:mod:`wire`); anything else stays here and goes back
   as a reference. Everything this process sends is untrusted: the program may have replaced any of this.
-* :func:`run_tests` (the tests' process, where the program never ran) binds each name of the manifest to
-  a stub that calls the program process, runs the setup code (so the tests' helpers are the trusted ones),
-  then each test in a fresh copy of that namespace, compiled with assertions on. It reports each test's
-  outcome on its own pipe to the harness, as it happens.
+* :func:`run_tests` (the tests' process, where the program never ran) binds each name of the manifest:
+  a module the program imported to that module, imported here (the real one); a callable the program
+  imported (``from math import sqrt``: its ``__module__`` is not the program's) to the real one, imported
+  here by module and qualified name, when it imports; any other callable or object to a stub that calls
+  the program process, and plain values to their decoded copy. It then runs the setup code (so the tests'
+  helpers are the trusted ones), then each test in a fresh copy of that namespace, compiled with
+  assertions on. It reports each test's outcome on its own pipe to the harness, as it happens.
 
-Names the manifest may not bind in the tests: dunder names, names that are not identifiers, and every
-builtin's name (a program's ``len`` or ``AssertionError`` never replaces the tests' own).
+Names the manifest may not bind in the tests: dunder names, names that are not identifiers, every
+builtin's name (a program's ``len`` or ``AssertionError`` never replaces the tests' own), and, to anything
+but that very module, the name of an importable top-level module (a program's ``class math`` never
+stands for ``math`` in a test that uses ``math.isclose`` without importing it).
 """
 
 from __future__ import annotations
 
 import builtins
 import ctypes
+import importlib
+import importlib.util
 import json
 import os
 import sys
@@ -99,10 +106,14 @@ def serve(config: dict) -> None:
         return
     manifest = {}
     for name, value in list(module.__dict__.items())[: MAX_NAMES * 4]:
-        if name.startswith("__") or isinstance(value, types.ModuleType) or len(manifest) >= MAX_NAMES:
+        if name.startswith("__") or len(manifest) >= MAX_NAMES:
+            continue
+        if isinstance(value, types.ModuleType):
+            if isinstance(getattr(value, "__name__", None), str):
+                manifest[name] = {"kind": "module", "module": value.__name__}
             continue
         if callable(value):
-            manifest[name] = {"kind": "callable"}
+            manifest[name] = {"kind": "callable", **_origin(value)}
             continue
         try:
             manifest[name] = {"kind": "value", "value": wire.encode(value)}
@@ -117,6 +128,18 @@ def serve(config: dict) -> None:
         if request is None:
             return
         channel.send(_answer(request, module, resolve, reference))
+
+
+def _origin(value: object) -> dict:
+    """Where a callable that the program imported comes from (its module and qualified name), so that
+    the tests process can import the real one; {} for the program's own."""
+    try:
+        module, qualname = getattr(value, "__module__", None), getattr(value, "__qualname__", None)
+    except Exception:
+        return {}
+    if isinstance(module, str) and isinstance(qualname, str) and module != "solution":
+        return {"module": module, "qualname": qualname}
+    return {}
 
 
 def _answer(request: dict, module: types.ModuleType, resolve, reference) -> dict:
@@ -260,11 +283,24 @@ def run_tests(config: dict) -> None:
         emit({"load_error": str(reason or "the program's process ended before it loaded")[:MAX_ERROR_CHARS]})
         return
     emit({"loaded": True})
-    namespace: dict = {"__name__": "__test__", "__builtins__": builtins}
+    namespace: dict = {"__name__": "__main__", "__builtins__": builtins}
     for name, info in list(first["manifest"].items())[:MAX_NAMES]:
         if not _bindable(name) or type(info) is not dict:
             continue
-        if info.get("kind") == "value":
+        kind = info.get("kind")
+        if kind == "module":  # the real module, here; never another one under a module's own name
+            real = _import(info.get("module"))
+            if real is not None and (real.__name__ == name or not _is_module_name(name)):
+                namespace[name] = real
+            continue
+        if kind == "callable" and "module" in info:  # imported by the program: the real one, if it exists
+            real = _real_callable(info.get("module"), info.get("qualname"))
+            if real is not None:
+                namespace[name] = real
+                continue
+        if _is_module_name(name):  # a program's object never stands for a module the tests may mean
+            continue
+        if kind == "value":
             try:
                 namespace[name] = wire.decode(info.get("value"))
             except wire.WireError:
@@ -294,6 +330,44 @@ def _bindable(name: object) -> bool:
         and not name.startswith("__")
         and name not in BUILTIN_NAMES
     )
+
+
+def _import(name: object) -> types.ModuleType | None:
+    """The module ``name`` imported here (only what this process can import: the standard library and
+    what the sandbox shows), or None."""
+    if not isinstance(name, str) or len(name) > 200 or name.startswith("_sandbox") or name == "__main__":
+        return None
+    if not all(part.isidentifier() for part in name.split(".")):
+        return None
+    try:
+        return importlib.import_module(name)
+    except BaseException:
+        return None
+
+
+def _real_callable(module: object, qualname: object) -> object | None:
+    """``module``'s object at ``qualname``, if it imports here and is callable; else None."""
+    value = _import(module)
+    if value is None or not isinstance(qualname, str) or len(qualname) > 200:
+        return None
+    for part in qualname.split("."):
+        if not part.isidentifier():
+            return None
+        try:
+            value = getattr(value, part)
+        except Exception:
+            return None
+    return value if callable(value) else None
+
+
+def _is_module_name(name: str) -> bool:
+    """A top-level module of that name could be imported (here or by a test)."""
+    if name in sys.stdlib_module_names or name in sys.builtin_module_names:
+        return True
+    try:
+        return importlib.util.find_spec(name) is not None
+    except Exception:
+        return True
 
 
 def _set_undumpable() -> None:

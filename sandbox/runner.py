@@ -8,9 +8,11 @@ many in parallel (:meth:`Sandbox.map`, ``num_workers`` threads, each driving its
   environment; the boot script enters the namespaces and sets the limits (see :mod:`sandbox._boot`);
 * has stdout and stderr read as they come, each up to ``Limits.max_output_bytes``: one byte more and the
   run is killed (``limits_hit`` gets ``"output"``), so nothing is buffered without bound;
-* ends by a ``SIGKILL`` to its process group when it is done or its wall time is up; with a pid namespace
-  that also ends every process it started (the namespace's init dies with the group, and the kernel
-  kills the rest), daemons that left the group included.
+* ends when it is done or its wall time is up: with namespaces, a ``SIGTERM`` to its outer process, which
+  kills the namespace's init (the kernel then kills every process left in the namespace, daemons that
+  left the group included), reaps it and dies; then a ``SIGKILL`` to its process group, before the boot
+  process is reaped (so the group's id cannot have been reused). Every process the harness started is
+  reaped: none is left as a zombie of a trainer that is pid 1 or a subreaper.
 
 :func:`isolation` says which isolation is in force (checked once per interpreter by running a probe in
 the sandbox) and logs it in one line.
@@ -47,6 +49,9 @@ SETUP_FAILED = 125
 NOBODY = 65534
 #: After a program exits, how long its pipes may stay open (descendants holding them) before they are cut.
 DRAIN_SECONDS = 0.2
+#: How long a run asked to stop (SIGTERM to its outer process, which kills and reaps the namespace's init)
+#: has before its whole process group is killed.
+STOP_GRACE_SECONDS = 2.0
 #: Environment every program gets (nothing of the caller's: no tokens, no proxies, no paths).
 BASE_ENV = {
     "PATH": "/usr/local/bin:/usr/bin:/bin",
@@ -58,6 +63,9 @@ BASE_ENV = {
     "OPENBLAS_NUM_THREADS": "1",
     "MKL_NUM_THREADS": "1",
 }
+
+#: Directories of the program's view that are the sandbox's own (``read_only_paths`` cannot show the host's).
+OWN_PATHS = ("/tmp", "/dev", "/proc", "/run")
 
 IsolationMode = Literal["namespaces", "none"]
 T = TypeVar("T")
@@ -247,10 +255,14 @@ class Sandbox:
     """Runs programs under ``limits``, ``num_workers`` at a time with :meth:`map`.
 
     ``isolation``: ``"auto"`` (namespaces when the probe shows they work, else the fallback, see
-    :func:`isolation`), ``"namespaces"`` (raise if they do not work) or ``"none"`` (rlimits, process group,
-    scrubbed environment and, as root, the drop to uid 65534 only). ``python``: the interpreter programs run
+    :func:`isolation`, but only where programs then run as another uid than the harness's: as root, uid
+    65534; otherwise :class:`SandboxUnavailableError`), ``"namespaces"`` (raise if they do not work) or
+    ``"none"`` (rlimits, process group, scrubbed environment and, as root, the drop to uid 65534 only). ``python``: the interpreter programs run
     under (this one by default). ``user``: the uid to drop to when the harness is root (default 65534;
-    None keeps root, which only a benchmark should do).
+    None keeps root, which only a benchmark should do). ``read_only_paths``: host files or directories
+    to show programs, read-only, besides the system directories and the interpreter's standard library
+    (with namespaces programs see nothing else: no installed package, no repository; pass a virtual
+    environment's ``site-packages`` for numpy).
 
     >>> result = Sandbox(Limits(timeout_seconds=10)).run_python("print(input()[::-1])", stdin="olleh")
     >>> result.stdout, result.exit_code, result.timed_out, result.limits_hit
@@ -265,6 +277,7 @@ class Sandbox:
         num_workers: int = 1,
         python: str | None = None,
         user: int | None = NOBODY,
+        read_only_paths: Sequence[str] = (),
         _checked: bool = False,
     ) -> None:
         if isolation not in ("auto", "namespaces", "none"):
@@ -276,6 +289,12 @@ class Sandbox:
         self.num_workers = num_workers
         self.python = python or sys.executable
         self.user = user if os.geteuid() == 0 else None
+        self.read_only_paths = [os.path.abspath(os.fspath(path)) for path in read_only_paths]
+        for path in self.read_only_paths:
+            if path == "/" or any(path == own or path.startswith(own + "/") for own in OWN_PATHS):
+                raise ValueError(
+                    f"read_only_paths: {path} cannot be shown (the sandbox's own: {', '.join(OWN_PATHS)})"
+                )
         # The probes of isolation() are built _checked: they run as asked without checking first.
         self._mode: IsolationMode | None = None
         if isolation == "none" or _checked:
@@ -289,6 +308,14 @@ class Sandbox:
             if self.requested == "namespaces" and found.mode != "namespaces":
                 raise SandboxUnavailableError(
                     f"namespaces were asked for but do not work here: {found.reason}"
+                )
+            if found.mode != "namespaces" and self.user is None:
+                who = "as root" if os.geteuid() == 0 else "as your own uid"
+                raise SandboxUnavailableError(
+                    f"namespaces do not work here ({found.reason}), and without them programs would run {who}: "
+                    "they could read your files and, through /proc, your processes' environment (tokens). "
+                    "Pass isolation='none' to run them so anyway, or run as root (programs then run as uid "
+                    f"{NOBODY}) or where user namespaces are allowed"
                 )
             self._mode = found.mode
         return self._mode
@@ -352,6 +379,7 @@ class Sandbox:
             "files": files,
             "argv": argv,
             "workdir": "/tmp" if namespaces else workdir,
+            "read_only_paths": self.read_only_paths,
             "status_fd": status_w,
             **(extra or {}),
         }
@@ -372,7 +400,7 @@ class Sandbox:
         finally:
             for fd in (config_fd, stdin_fd, status_w):
                 os.close(fd)
-        return _Process(popen, status_r, self.limits.max_output_bytes)
+        return _Process(popen, status_r, self.limits.max_output_bytes, namespaces)
 
 
 def _bytes(data: str | bytes) -> bytes:
@@ -437,12 +465,16 @@ class _Stream:
 
 
 class _Process:
-    """One started boot process: its pipes, its exit, and a kill for its whole process group."""
+    """One started boot process: its pipes, its exit, and the stop of everything it started.
 
-    def __init__(self, popen: subprocess.Popen, status_fd: int, cap: int) -> None:
+    The boot process (the leader of its own process group) is reaped only in :meth:`finish`, after the kill
+    of its group: its pid, and so the group's id, cannot be reused before that kill."""
+
+    def __init__(self, popen: subprocess.Popen, status_fd: int, cap: int, namespaces: bool) -> None:
         self.popen = popen
         self.pid = popen.pid
         self.cap = cap
+        self.namespaces = namespaces
         self.stdout = _Stream(popen.stdout.fileno())
         self.stderr = _Stream(popen.stderr.fileno())
         self.status = _Stream(status_fd)
@@ -474,22 +506,19 @@ class _Process:
         if stream is not self.status and len(stream.data) > self.cap:
             del stream.data[self.cap :]
             self.output_limit = True
-            self.kill()
+            self.stop()
         elif stream is self.status and len(stream.data) > 65536:
             stream.open = False
 
     def poll_exit(self) -> bool:
-        if self.wait_status is None:
+        """Whether the boot process has exited (without reaping it)."""
+        if self.exited_at is None:
             try:
-                pid, status, usage = os.wait4(self.pid, os.WNOHANG)
+                info = os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
             except ChildProcessError:
-                pid, status, usage = self.pid, 0, None
-            if pid == 0:
+                info = True
+            if info is None:
                 return False
-            self.wait_status = status
-            self.popen.returncode = os.waitstatus_to_exitcode(status) if usage is not None else -9
-            if usage is not None:
-                self.cpu_seconds = usage.ru_utime + usage.ru_stime
             self.exited_at = time.monotonic()
         return True
 
@@ -501,24 +530,38 @@ class _Process:
             return True
         return now - (self.exited_at or now) > DRAIN_SECONDS
 
-    def kill(self) -> None:
-        if not self.killed:
-            self.killed = True
-            with contextlib.suppress(ProcessLookupError, PermissionError):
+    def stop(self) -> None:
+        """End the run: with namespaces, SIGTERM to the outer process (it kills the namespace's init, reaps
+        it and dies: the kernel ends the rest); without, SIGKILL to the process group."""
+        if self.killed or self.poll_exit():
+            return
+        self.killed = True
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            if self.namespaces:
+                os.kill(self.pid, signal.SIGTERM)
+            else:
                 os.killpg(self.pid, signal.SIGKILL)
 
     def finish(self) -> None:
-        """Kill what is left of the group, reap, close the pipes."""
-        self.kill()
-        if self.wait_status is None:
-            try:
-                _, status, usage = os.wait4(self.pid, 0)
-                self.wait_status = status
-                self.cpu_seconds = usage.ru_utime + usage.ru_stime
-                self.popen.returncode = os.waitstatus_to_exitcode(status)
-            except ChildProcessError:
-                self.wait_status = 0
-                self.popen.returncode = -9
+        """Stop the run, wait for the boot process (STOP_GRACE_SECONDS at most), kill what is left of its
+        group while its pid is still held, then reap it and close the pipes."""
+        self.stop()
+        grace = time.monotonic() + STOP_GRACE_SECONDS
+        while not self.poll_exit() and time.monotonic() < grace:
+            if self.pidfd is not None:
+                select.select([self.pidfd], [], [], max(0.0, grace - time.monotonic()))
+            else:
+                time.sleep(0.01)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.pid, signal.SIGKILL)
+        try:
+            _, status, usage = os.wait4(self.pid, 0)
+            self.wait_status = status
+            self.cpu_seconds = usage.ru_utime + usage.ru_stime
+            self.popen.returncode = os.waitstatus_to_exitcode(status)
+        except ChildProcessError:
+            self.wait_status = 0
+            self.popen.returncode = -9
         for fd in (self.pidfd,):
             if fd is not None:
                 os.close(fd)
@@ -624,7 +667,7 @@ def _drive(
                 break
             if now >= deadline:
                 for process in processes:
-                    if process.wait_status is None:
+                    if not process.poll_exit():
                         process.timed_out = True
                 break
             exited = any(p.exited_at is not None for p in processes)
@@ -633,9 +676,11 @@ def _drive(
                 handlers[fd]()
                 closed = [p for p in processes for s in p.streams() if s.fd == fd and not s.open]
                 closed += [w for w in watches if w.fd == fd and not w.open]
-                if closed or any(p.pidfd == fd and p.wait_status is not None for p in processes):
+                if closed or any(p.pidfd == fd and p.exited_at is not None for p in processes):
                     poller.unregister(fd)
     finally:
+        for process in processes:  # all asked first, so that their ends overlap
+            process.stop()
         for process in processes:
             process.finish()
 

@@ -46,6 +46,11 @@ def test_tests_column_shapes():
         "1/2 passed",
         "[no python block]",
     ]
+    wrong = "```python\ndef add(a, b):\n    return 0\n```"
+    blank = reward(
+        [wrong] * 3, tests=[["", "assert add(1, 2) == 3"], ["# no test", "assert add(1, 2) == 3"], "  \n"]
+    )
+    assert blank == [None, None, None]  # a blank test would pass whatever the program does
     strict = get_reward("code_tests", partial_credit=False, timeout_seconds=10)
     assert strict([ADD], tests=[["assert add(1, 1) == 2", "assert add(1, 1) == 3"]]) == [0.0]
 
@@ -88,6 +93,21 @@ def test_all_or_nothing_stops_at_the_first_failed_case():
     assert time.monotonic() - began < 4
 
 
+def test_a_program_out_of_time_on_a_case_skips_its_other_cases():
+    """Timeouts do not add up: after a case runs out of time, that program's remaining cases fail unrun
+    (the others' still run)."""
+    reward = get_reward("code_stdio", timeout_seconds=1)
+    sleeper = "```python\nimport time\ntime.sleep(60)\n```"
+    echo = "```python\nprint(input())\n```"
+    cases = [{"input": f"{n}\n", "output": f"{n}\n"} for n in range(6)]
+    logged = {}
+    began = time.monotonic()
+    assert reward([sleeper], test_cases=[cases], log_extra=logged.__setitem__) == [0.0]
+    assert time.monotonic() - began < 3 * 1  # about one timeout, not six (a generous bound)
+    assert logged["code_stdio/result"] == ["0/6 cases passed"]
+    assert reward([sleeper, echo], test_cases=[cases, cases]) == [0.0, 1.0]
+
+
 @pytest.mark.parametrize(
     "params",
     [
@@ -97,6 +117,7 @@ def test_all_or_nothing_stops_at_the_first_failed_case():
         {"num_workers": 0},
         {"partial_credit": "no"},
         {"memory": 5},
+        {"isolation": "chroot"},
     ],
 )
 def test_params_are_checked(params):
@@ -112,6 +133,7 @@ def test_rewards_pickle_and_run_in_parallel():
         "memory_mb": 1024,
         "num_workers": 3,
         "partial_credit": True,
+        "isolation": "auto",
     }
     assert reward([ADD] * 6, tests=[["assert add(2, 2) == 4"]] * 6) == [1.0] * 6
 

