@@ -9,6 +9,7 @@ import os
 import socket
 import stat
 import sysconfig
+import tempfile
 import textwrap
 import time
 from pathlib import Path
@@ -416,17 +417,22 @@ def test_executing_the_installed_humaneval_solutions():
 
 
 def test_read_only_paths_shows_what_is_asked_and_nothing_more():
-    shown = STDIO_PROBLEMS.parent
-    box = Sandbox(Limits(timeout_seconds=TIMEOUT), read_only_paths=[shown])
-    result = box.run_python(
-        f"import os\nprint(len(open({str(STDIO_PROBLEMS)!r}).read()), os.path.exists({str(REPO / 'README.md')!r}))\n"
-        f"open({str(shown / 'new.txt')!r}, 'w')"
-    )
-    assert (
-        result.stdout == f"{len(STDIO_PROBLEMS.read_text())} False\n"
-        and "Read-only file system" in result.stderr
-    )
-    assert not (shown / "new.txt").exists()
+    # A folder outside /tmp (the sandbox's own there), beside one that stays hidden.
+    with tempfile.TemporaryDirectory(dir="/var/tmp") as base:
+        shown, hidden = Path(base, "shown"), Path(base, "hidden")
+        shown.mkdir(mode=0o755)
+        hidden.mkdir(mode=0o755)
+        os.chmod(base, 0o755)
+        (shown / "data.txt").write_text("visible")
+        (hidden / "secret.txt").write_text("hidden")
+        box = Sandbox(Limits(timeout_seconds=TIMEOUT), read_only_paths=[shown])
+        result = box.run_python(
+            f"import os\nprint(open({str(shown / 'data.txt')!r}).read(), "
+            f"os.path.exists({str(hidden / 'secret.txt')!r}), os.path.exists({str(REPO / 'README.md')!r}))\n"
+            f"open({str(shown / 'new.txt')!r}, 'w')"
+        )
+        assert result.stdout == "visible False False\n" and "Read-only file system" in result.stderr
+        assert not (shown / "new.txt").exists()
     with pytest.raises(ValueError, match="read_only_paths"):
         Sandbox(read_only_paths=["/tmp/data"])
 
