@@ -199,6 +199,11 @@ def _problems(families: tuple[Family, ...]) -> list[tuple[Family, dict[str, Any]
     return problems
 
 
+def _chosen_families(families: str) -> tuple[Family, ...]:
+    """The families named by the `families` param: ``all``, or comma-separated names."""
+    return FAMILIES if families == "all" else tuple(f for f in FAMILIES if f.name in families.split(","))
+
+
 def _question(family: Family, constants: dict[str, Any]) -> str:
     return f"Write a Python function `{family.name}({family.args})` that {family.text.format(**constants)}."
 
@@ -265,7 +270,7 @@ def code_functions(
     >>> row["solution"]
     'def scale(xs):\\n    return [x * 5 for x in xs]\\n'
     """
-    chosen = FAMILIES if families == "all" else tuple(f for f in FAMILIES if f.name in families.split(","))
+    chosen = _chosen_families(families)
     rng = random.Random(seed)
     problems = [
         (family, constants)
@@ -286,7 +291,7 @@ def code_functions_capacity(families: str, **_: Any) -> int:
     >>> code_functions_capacity(families="scale,repeat")  # 11 factors, 4 repeat counts
     15
     """
-    chosen = FAMILIES if families == "all" else tuple(f for f in FAMILIES if f.name in families.split(","))
+    chosen = _chosen_families(families)
     return len(_problems(chosen))
 
 
