@@ -26,7 +26,10 @@ def load_tokenizer(spec: ModelSpec):
     )
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
-    return tokenizer
+    # The recipe's chat template (model.chat_template), with TRL's tool-call parser where it has one.
+    from .agents.templates import apply_chat_template_choice
+
+    return apply_chat_template_choice(tokenizer, spec.chat_template)
 
 
 def load_model(spec: ModelSpec):

@@ -80,6 +80,9 @@ class ModelSpec:
     revision: str | None = None
     trust_remote_code: bool = False
     lora: LoraSpec | None = None
+    chat_template: str | None = None
+    """A chat template TRL ships, by name (e.g. qwen2_5), or a .jinja file; unset: the tokenizer's own.
+    Tool recipes need one whose tool calls TRL parses (grpo_recipes.agents.templates)."""
 
 
 @dataclass
@@ -129,6 +132,52 @@ class RewardSpec:
 
 
 @dataclass
+class ToolSpec:
+    """A tool the model may call: a shipped one by name, or a user's own by import path `package.module:function`."""
+
+    name: str
+    params: dict[str, Any] = field(default_factory=dict)
+    """The shipped tool's settings (an import-path tool takes none)."""
+    timeout_seconds: float = 10.0
+    """A call that takes longer is abandoned; the model reads an error instead of the result."""
+    max_result_chars: int = 2000
+    """A longer result is cut to this many characters (tool tokens count against max_completion_length)."""
+
+
+@dataclass
+class EnvironmentSpec:
+    """A stateful environment for each rollout (grpo_recipes.agents.environments): by name or `package.module:Class`."""
+
+    name: str
+    params: dict[str, Any] = field(default_factory=dict)
+    """Keyword arguments of the environment's constructor."""
+    timeout_seconds: float = 10.0
+    max_result_chars: int = 2000
+
+
+@dataclass
+class ToolCallSpec:
+    """One tool call of a warm-up demonstration; argument values are templates filled from the row."""
+
+    tool: str
+    arguments: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class WarmupSpec:
+    """A supervised warm-up before GRPO, in the same run: conversations that show the tool-call format, one
+    per training row (the calls made for real, the answer from the row), trained with TRL's SFTTrainer."""
+
+    calls: list[ToolCallSpec]
+    answer: str
+    """The final assistant message, filled from the row (e.g. "The answer is {answer}.")."""
+    examples: int = 192
+    max_steps: int = 24
+    per_device_train_batch_size: int = 8
+    learning_rate: float = 1.0e-4
+
+
+@dataclass
 class SamplingSpec:
     """Which groups an optimizer step trains on (grpo_recipes.training.dynamic_sampling)."""
 
@@ -174,6 +223,10 @@ class Recipe:
     sampling: SamplingSpec = field(default_factory=SamplingSpec)
     evaluation: EvaluationSpec = field(default_factory=EvaluationSpec)
     audit: AuditSpec = field(default_factory=AuditSpec)
+    tools: list[ToolSpec] = field(default_factory=list)
+    """Tools the model may call during a rollout (multi-turn; trainer.max_tool_calling_iterations bounds the turns)."""
+    environment: EnvironmentSpec | None = None
+    warmup: WarmupSpec | None = None
     description: str = ""
     name: str = field(default="", init=False)
     """Set from the file name; not a key in the file."""
@@ -188,6 +241,11 @@ class Recipe:
         for not_in_file in ("name", "source", "path"):
             data.pop(not_in_file)
         return data
+
+    @property
+    def uses_tools(self) -> bool:
+        """Whether rollouts are multi-turn: the recipe has tools or an environment."""
+        return bool(self.tools) or self.environment is not None
 
     @property
     def evaluation_reward(self) -> RewardSpec:
@@ -316,6 +374,85 @@ def _check_rewards(recipe: Recipe, source: str) -> None:
     _ = recipe.evaluation_function
 
 
+def _check_tools(recipe: Recipe, source: str, base_dir: Path | None = None) -> None:
+    """Tools, environment, chat template and warm-up: names resolve, params fit, the template parses calls."""
+    from .agents.environments import get_environment_class
+    from .agents.tools import ToolError, build_tool
+
+    for i, spec in enumerate(recipe.tools):
+        _check_limits(source, f"tools[{i}]", spec)
+        try:
+            build_tool(spec.name, spec.params)
+        except ToolError as err:
+            raise RecipeError(source, join_key(f"tools[{i}]", err.key), err.problem) from None
+    if recipe.environment is not None:
+        _check_limits(source, "environment", recipe.environment)
+        try:
+            get_environment_class(recipe.environment.name, recipe.environment.params)
+        except ToolError as err:
+            raise RecipeError(source, join_key("environment", err.key), err.problem) from None
+    if recipe.warmup is not None:
+        if recipe.model.lora is not None:
+            raise RecipeError(
+                source,
+                "warmup",
+                "the warm-up trains all weights and cannot be combined with model.lora; drop one.",
+            )
+        names = [spec.name.rpartition(":")[2] for spec in recipe.tools]
+        if not names:
+            raise RecipeError(source, "warmup", "a warm-up demonstrates tool calls: the recipe has no tools.")
+        for i, call in enumerate(recipe.warmup.calls):
+            if call.tool not in names:
+                raise RecipeError(
+                    source,
+                    f"warmup.calls[{i}].tool",
+                    f"'{call.tool}' is not one of the recipe's tools ({', '.join(names)}).",
+                )
+    if recipe.model.chat_template is not None or recipe.uses_tools:
+        _check_chat_template(recipe, source, base_dir)
+
+
+def _check_limits(source: str, key: str, spec: ToolSpec | EnvironmentSpec) -> None:
+    if not 0 < spec.timeout_seconds <= 3600:
+        raise RecipeError(
+            source, f"{key}.timeout_seconds", f"must be in (0, 3600] seconds, got {spec.timeout_seconds}."
+        )
+    if spec.max_result_chars < 1:
+        raise RecipeError(
+            source, f"{key}.max_result_chars", f"must be at least 1, got {spec.max_result_chars}."
+        )
+
+
+def _check_chat_template(recipe: Recipe, source: str, base_dir: Path | None) -> None:
+    """A named template must exist and, for a tool recipe, be one TRL parses tool calls with; the model's own
+    template is checked once the tokenizer loads (`agents.templates.template_problem`)."""
+    from .agents.templates import ADDS_DEFAULT_SYSTEM, template_problem, template_text
+
+    name = recipe.model.chat_template
+    if name is None:
+        return
+    if name.endswith(".jinja"):
+        found = resolve_data_path(name, base_dir)
+        name = recipe.model.chat_template = found or name
+    if recipe.uses_tools:
+        problem = template_problem(name)
+    else:
+        try:
+            template_text(name)
+            problem = None
+        except ValueError as err:
+            problem = str(err)
+    if problem:
+        raise RecipeError(source, "model.chat_template", problem)
+    if name in ADDS_DEFAULT_SYSTEM and recipe.prompt.system is None:
+        raise RecipeError(
+            source,
+            "prompt.system",
+            f'the {name} template writes its own system message ("You are Qwen, created by Alibaba Cloud") '
+            "when there is none; set prompt.system.",
+        )
+
+
 def _build_reward(source: str, key: str, spec: RewardSpec) -> reward_registry.Reward:
     """The reward `spec` names, built with its params; a bad param is a RecipeError under `key.params`."""
     try:
@@ -402,6 +539,8 @@ _SECTIONS: dict[str, type] = {
     "audit": AuditSpec,
 }
 _NESTED_SECTIONS: dict[str, type] = {"model.lora": LoraSpec, "dataset.generator": GeneratorSpec}
+# `warmup` and `environment` are left out: their keys (learning_rate, max_steps, params) are named after the
+# trainer's and a reward's on purpose, and a misplaced one would be suggested in both places.
 
 
 def _check_key_places(data: Any, source: str, check_trainer: bool) -> None:
@@ -507,6 +646,7 @@ def parse_recipe(
             source, "sampling.max_rounds", f"must be between 0 and 64, got {recipe.sampling.max_rounds}."
         )
     _check_rewards(recipe, source)
+    _check_tools(recipe, source, base_dir)
     if check_trainer:
         _check_trainer(recipe, source)
     return recipe

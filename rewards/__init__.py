@@ -21,7 +21,7 @@ Modules, one concept each: ``base`` (the Reward class and calling convention), `
 (names and parameter checks, with ``typecheck``), ``extract`` (finding answers), ``number_parsing`` and
 ``latex_normalize`` (normalisation), ``sandbox`` and ``_sympy_worker``
 (bounded-time sympy in worker processes), and the rewards: ``math_rewards``, ``numeric_rewards``,
-``format_rewards``, ``countdown``, ``length``, ``repetition``, ``reasoning_gym`` (reasoning-gym's
+``format_rewards``, ``countdown``, ``environment`` (a multi-turn rollout's environment outcome), ``length``, ``repetition``, ``reasoning_gym`` (reasoning-gym's
 scorers, in a worker process of their own; ``tagged_json`` stores their metadata). ``rewards/README.md`` lists every
 reward with its parameters.
 
@@ -31,6 +31,7 @@ Importing this package is fast and imports neither sympy nor torch, transformers
 from rewards import (  # noqa: F401
     code,
     countdown,
+    environment,
     format_rewards,
     length,
     math_rewards,

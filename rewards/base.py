@@ -36,17 +36,26 @@ LogExtra = Callable[[str, list], None]
 def completion_text(completion: Any) -> str:
     """The text of one completion, whatever shape it arrives in; never raises.
 
-    Accepts a string, a conversation (``[{"role": "assistant", "content": ...}]``, first message
-    used), a single message dict, content given as a list of parts (``[{"type": "text", "text": ...}]``),
-    bytes (decoded as UTF-8 with replacement) or ``None`` (empty text).
+    Accepts a string, a conversation (``[{"role": "assistant", "content": ...}]``: its last assistant
+    message, which after tool calls and their results holds the answer; else its first message), a single
+    message dict, content given as a list of parts (``[{"type": "text", "text": ...}]``), bytes (decoded as
+    UTF-8 with replacement) or ``None`` (empty text).
 
     >>> completion_text([{"role": "assistant", "content": "4"}]), completion_text("4"), completion_text(None)
     ('4', '4', '')
+    >>> completion_text([{"role": "assistant", "content": "", "tool_calls": []},
+    ...                  {"role": "tool", "content": "12"}, {"role": "assistant", "content": "It is 12."}])
+    'It is 12.'
     """
     if isinstance(completion, str):
         return completion
     if isinstance(completion, (list, tuple)):
-        return completion_text(completion[0]) if completion else ""
+        if not completion:
+            return ""
+        for message in reversed(completion):
+            if isinstance(message, Mapping) and message.get("role") == "assistant":
+                return completion_text(message)
+        return completion_text(completion[0])
     if isinstance(completion, Mapping):
         content = completion.get("content")
         if isinstance(content, (list, tuple)):  # multimodal-style content parts

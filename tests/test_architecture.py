@@ -18,6 +18,7 @@ LAYERS = {
     "rewards": 0,
     "grpo_recipes": 1,  # the shared modules: recipe, data, models, reward stack, cli, ports
     "grpo_recipes.tasks": 1,
+    "grpo_recipes.agents": 1,  # tools and environments: below the shared modules that build them from a recipe
     "grpo_recipes.evaluation": 2,
     "grpo_recipes.launch": 2,
     "grpo_recipes.training": 3,
@@ -141,6 +142,17 @@ def test_torch_free_packages_import_nothing_heavy_and_nothing_of_the_library(pac
         imported = _imports(name, path)
         assert not {m for m in imported if m.split(".")[0] == "grpo_recipes"}, name
         assert not {m.split(".")[0] for m in imported} & HEAVY, name
+
+
+def test_agents_import_no_other_library_module_and_nothing_heavy_at_the_top():
+    """The recipe loader checks tool names with grpo_recipes.agents: it must import fast and point down only."""
+    for name, path in MODULES.items():
+        if not name.startswith("grpo_recipes.agents"):
+            continue
+        imported = _imports(name, path)
+        library = {m for m in imported if m.startswith("grpo_recipes") and not m.startswith("grpo_recipes.agents")}
+        assert not library, f"{name} imports {library}"
+        assert not {m.split(".")[0] for m in _imports(name, path, top_level_only=True)} & HEAVY, name
 
 
 def test_old_module_names_still_import_and_warn():

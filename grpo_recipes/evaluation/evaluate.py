@@ -108,10 +108,19 @@ def score_samples(
     for begin in range(0, len(flat), SCORE_CHUNK):
         chunk = flat[begin : begin + SCORE_CHUNK]
         chunk_rows = [rows[i] for i, _, _ in chunk]
-        texts = [g.text for _, _, g in chunk]
         chat = not isinstance(chunk_rows[0]["prompt"], str)
-        completions = [[{"role": "assistant", "content": t}] for t in texts] if chat else texts
+        # A tool rollout is scored on its messages (the rewards read the last assistant turn), as in training.
+        completions = [
+            g.messages
+            if g.messages is not None
+            else [{"role": "assistant", "content": g.text}]
+            if chat
+            else g.text
+            for _, _, g in chunk
+        ]
         columns = {key: [row[key] for row in chunk_rows] for key in chunk_rows[0] if key != "prompt"}
+        if any(g.environment is not None for _, _, g in chunk):
+            columns["environments"] = [g.environment for _, _, g in chunk]
         prompts = [row["prompt"] for row in chunk_rows]
         scores = {name: fn(completions, prompts=prompts, **columns) for name, fn in functions.items()}
         # The evaluation reward is usually one of the recipe's rewards (the same instance): score once.
@@ -126,7 +135,7 @@ def score_samples(
                     "sample": s,
                     "prompt": row["prompt"],
                     "completion": generation.text,
-                    "answer": judge.final_answer(generation.text),
+                    "answer": judge.final_answer(_answer_text(generation)),
                     "gold": row["solution"]
                     if isinstance(row["solution"], (str, int, float))
                     else str(row["solution"]),
@@ -134,10 +143,28 @@ def score_samples(
                     "rewards": {name: values[index] for name, values in scores.items()},
                     "tokens": generation.tokens,
                     "truncated": generation.truncated,
+                    **(
+                        {
+                            "messages": generation.messages,
+                            "tool_calls": generation.tool_calls,
+                            "tool_failures": generation.tool_failures,
+                        }
+                        if generation.messages is not None
+                        else {}
+                    ),
                 }
             )
     _add_votes(records, judge)
     return records
+
+
+def _answer_text(generation: Generation) -> str:
+    """The text a final answer is read from: a tool rollout's last assistant turn, else the completion."""
+    if generation.messages is None:
+        return generation.text
+    from rewards.base import completion_text
+
+    return completion_text(generation.messages)
 
 
 def _add_votes(records: list[dict[str, Any]], judge) -> None:
@@ -288,6 +315,9 @@ def evaluate_model(
     )
 
     launch = launch or Launch.from_environment()
+    if recipe.uses_tools and backend != "transformers":
+        log("tool recipe: evaluated with transformers (multi-turn rollouts do not run on vLLM here)")
+        backend = "transformers"
     if backend == "auto":
         backend = "vllm" if vllm_available() else "transformers"
     rows = eval_rows(recipe, data_path, limit)
@@ -300,7 +330,11 @@ def evaluate_model(
     )
     start = time.time()
     chat_kwargs = recipe.trainer.get("chat_template_kwargs") or {}
-    if backend == "vllm":
+    if recipe.uses_tools:
+        tokenizer, policy = load_eval_model(model, recipe.model, device)
+        policy.eval()
+        generations = tool_generations(policy, tokenizer, mine.to_list(), recipe, settings)
+    elif backend == "vllm":
         with model_folder(model, recipe.model) as folder:
             tokenizer = load_tokenizer(replace(recipe.model, name_or_path=folder))
             ids = prompt_token_ids(mine["prompt"], tokenizer, chat_kwargs)
@@ -442,15 +476,20 @@ def greedy_accuracy(
         [row["prompt"] for row in rows], tokenizer, recipe.trainer.get("chat_template_kwargs")
     )
     with _generation_model(model, accelerator) as policy:
-        generations = generate_transformers(
-            policy,
-            tokenizer,
-            ids,
-            settings,
-            recipe.evaluation.batch_size,
-            progress=rank == 0,
-            synced_gpus=fsdp,
-        )
+        if recipe.uses_tools:
+            generations = tool_generations(
+                policy, tokenizer, rows, recipe, settings, progress=rank == 0, synced_gpus=fsdp
+            )
+        else:
+            generations = generate_transformers(
+                policy,
+                tokenizer,
+                ids,
+                settings,
+                recipe.evaluation.batch_size,
+                progress=rank == 0,
+                synced_gpus=fsdp,
+            )
     samples = score_samples(recipe, rows, generations, share)
     if world > 1:
         from accelerate.utils import gather_object
@@ -471,6 +510,34 @@ def greedy_accuracy(
     return EvalResult(
         correct, total, correct / max(total, 1), low, high, time.time() - start, examples, by_problem, metrics
     )
+
+
+def tool_generations(
+    model, tokenizer, rows, recipe: Recipe, settings: SamplingSettings, **kwargs
+) -> list[list[Generation]]:
+    """Greedy multi-turn rollouts of a tool recipe, with its tools and environment, as training makes them."""
+    from ..toolset import Toolset
+    from .generate import generate_with_tools
+
+    return generate_with_tools(
+        model,
+        tokenizer,
+        [row["prompt"] for row in rows],
+        rows,
+        Toolset.for_recipe(recipe),
+        settings,
+        max_iterations=max_tool_iterations(recipe),
+        batch_size=recipe.evaluation.batch_size,
+        chat_template_kwargs=recipe.trainer.get("chat_template_kwargs"),
+        **kwargs,
+    )
+
+
+def max_tool_iterations(recipe: Recipe) -> int:
+    """Rounds of tool calls a rollout may make: the trainer's max_tool_calling_iterations (TRL: unbounded when
+    unset; evaluation then stops after 8)."""
+    value = recipe.trainer.get("max_tool_calling_iterations")
+    return int(value) if value is not None else 8
 
 
 @contextlib.contextmanager

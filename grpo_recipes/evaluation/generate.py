@@ -14,7 +14,7 @@ import os
 import shutil
 import tempfile
 from collections.abc import Iterator, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -57,11 +57,17 @@ class SamplingSettings:
 
 @dataclass(frozen=True)
 class Generation:
-    """One completion: its text, how many tokens it took, and whether it hit the token limit."""
+    """One completion: its text, how many tokens it took, and whether it hit the token limit. A rollout with
+    tools also has its messages (assistant turns and tool results), its tool-call counts and its environment;
+    `text` is then the conversation as a transcript."""
 
     text: str
     tokens: int
     truncated: bool
+    messages: list[dict[str, Any]] | None = None
+    tool_calls: int = 0
+    tool_failures: int = 0
+    environment: Any = field(default=None, compare=False, repr=False)
 
 
 def render_prompt(prompt: Any, tokenizer, chat_template_kwargs: dict[str, Any] | None = None) -> str:
@@ -305,3 +311,83 @@ if __name__ == "__main__":
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)  # skip the interpreter's teardown: the engine's libraries report leaks at exit
+
+
+def generate_with_tools(
+    model,
+    tokenizer,
+    prompts: Sequence[Any],
+    rows: Sequence[dict[str, Any]],
+    toolset,
+    settings: SamplingSettings,
+    max_iterations: int,
+    batch_size: int = 32,
+    chat_template_kwargs: dict[str, Any] | None = None,
+    synced_gpus: bool = False,
+    progress: bool = True,
+) -> list[list[Generation]]:
+    """Greedy multi-turn rollouts (grpo_recipes.agents.rollout) with `model.generate`: one per prompt."""
+    import torch
+    from tqdm.auto import tqdm
+
+    from ..agents.rollout import run_rollouts, transcript
+
+    if not settings.greedy or settings.samples != 1:
+        raise ValueError("tool rollouts are evaluated greedily, one per problem")
+    device = next(model.parameters()).device
+    eos = _eos_ids(model, tokenizer)
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else min(eos)
+
+    def generate(contexts: list[list[int]], max_new_tokens: int) -> list[list[int]]:
+        out_ids: list[list[int]] = []
+        for begin in range(0, len(contexts), batch_size):
+            batch = contexts[begin : begin + batch_size]
+            width = max(len(ids) for ids in batch)
+            input_ids = torch.tensor([[pad] * (width - len(ids)) + list(ids) for ids in batch], device=device)
+            attention = torch.tensor(
+                [[0] * (width - len(ids)) + [1] * len(ids) for ids in batch], device=device
+            )
+            with torch.no_grad():
+                out = model.generate(
+                    input_ids=input_ids,
+                    attention_mask=attention,
+                    max_new_tokens=max_new_tokens,
+                    do_sample=False,
+                    pad_token_id=pad,
+                    synced_gpus=synced_gpus,
+                )
+            for ids in out[:, width:].tolist():
+                end = next((j for j, token in enumerate(ids) if token in eos), None)
+                out_ids.append(ids if end is None else ids[: end + 1])
+        return out_ids
+
+    results: list[list[Generation]] = []
+    chunk = max(batch_size, 1)
+    chunks = range(0, len(prompts), chunk)
+    for begin in tqdm(chunks, desc="tool rollouts", unit="batch", disable=not progress or len(chunks) < 2):
+        rollouts = run_rollouts(
+            prompts[begin : begin + chunk],
+            rows[begin : begin + chunk],
+            tokenizer,
+            generate,
+            tools=toolset.tools,
+            environment_factory=toolset.environment_factory,
+            max_iterations=max_iterations,
+            max_tokens=settings.max_new_tokens,
+            chat_template_kwargs=chat_template_kwargs,
+        )
+        for rollout in rollouts:
+            results.append(
+                [
+                    Generation(
+                        transcript(rollout.messages),
+                        rollout.tokens,
+                        rollout.truncated,
+                        messages=rollout.messages,
+                        tool_calls=rollout.tool_calls,
+                        tool_failures=rollout.tool_failures,
+                        environment=rollout.environment,
+                    )
+                ]
+            )
+    return results

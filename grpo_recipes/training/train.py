@@ -19,6 +19,7 @@ import shutil
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -143,9 +144,37 @@ def check(recipe: Recipe, load_data: bool = True, log=print) -> None:
         log(splits.describe())
         log(f"first prompt: {splits.train[0]['prompt']!r}")
         log(f"its solution: {splits.train[0]['solution']!r}")
+        if recipe.uses_tools:
+            _check_tools(recipe, splits.train, log)
     log(f"rewards: {', '.join(f'{s.name} (weight {s.weight})' for s in recipe.rewards)}")
     log(f"batch: {batch_arithmetic(config, 1)}")
     log(f"{recipe.source}: OK")
+
+
+def _check_tools(recipe: Recipe, rows, log) -> None:
+    """The tools on a real row: the tokenizer's template parses tool calls, a warm-up demonstration builds."""
+    from ..models import load_tokenizer
+    from ..toolset import Toolset, check_tool_template
+
+    toolset = Toolset.for_recipe(recipe)
+    names = [tool.__name__ for tool in toolset.tools]
+    if toolset.environment_factory is not None:
+        names.append(f"environment {recipe.environment.name}")
+    log(
+        f"tools: {', '.join(names)}; at most {recipe.trainer.get('max_tool_calling_iterations', 'unlimited')} rounds of calls"
+    )
+    try:
+        tokenizer = load_tokenizer(recipe.model)
+    except OSError as err:  # a Hub model offline: the template is checked when training loads it
+        log(f"tokenizer not checked (cannot load it here: {type(err).__name__})")
+        tokenizer = None
+    if tokenizer is not None:
+        check_tool_template(recipe, tokenizer)
+    if recipe.warmup is not None:
+        from .warmup import demonstrations
+
+        first = demonstrations(replace(recipe, warmup=replace(recipe.warmup, examples=1)), rows, toolset)[0]
+        log(f"first warm-up demonstration: {first['completion']!r}")
 
 
 def _write_json(path: Path, data: Any) -> None:
@@ -238,9 +267,18 @@ def train(
 
     # 3. Model, rewards, trainer; the held-out evaluation runs before training from a trainer callback.
     from ..models import load_model, load_tokenizer, lora_config
+    from ..toolset import Toolset, check_tool_template
     from .trainer import RecipeGRPOTrainer
+    from .warmup import run_warmup
 
-    tokenizer = load_tokenizer(recipe.model)
+    tokenizer = load_tokenizer(recipe.model)  # with the recipe's chat template
+    toolset = Toolset.for_recipe(recipe)
+    check_tool_template(recipe, tokenizer)
+    model = load_model(recipe.model)
+    if recipe.warmup is not None and not last:  # a resumed run's checkpoint holds the warmed-up weights
+        warmup = run_warmup(recipe, model, tokenizer, splits.train, toolset, rank_log)
+        if main:
+            _update_json(out / "run_info.json", {"warmup": warmup})
     held_out = HeldOutEvaluation(recipe, splits.eval, tokenizer, out, rank_log)
     callbacks = [step_log_callback(log, config.max_steps)]
     if held_out.enabled:
@@ -248,7 +286,7 @@ def train(
     if time_limit_minutes is not None:  # after the before-evaluation, so that the limit counts training only
         callbacks.append(_time_limit_callback(time_limit_minutes * 60, log))
     trainer = RecipeGRPOTrainer(
-        model=load_model(recipe.model),
+        model=model,
         reward_funcs=RewardStack.for_recipe(recipe).functions,
         args=config,
         train_dataset=splits.train,
@@ -257,6 +295,9 @@ def train(
         callbacks=callbacks,
         dynamic_sampling=recipe.sampling.dynamic,
         max_rounds=recipe.sampling.max_rounds,
+        tools=toolset.tools or None,
+        environment_factory=toolset.environment_factory,
+        tool_stats=toolset.stats if toolset.enabled else None,
     )
     held_out.trainer = trainer
     quiet_raw_logs(trainer)  # the step line replaces transformers' raw dict of every log

@@ -3,8 +3,20 @@
 On a GPU this is GRPOTrainer as it is. When `use_vllm` is on and the policy is on a CPU (tests, `make smoke`,
 small local runs), TRL's vLLM back-end is swapped for `vllm_cpu.CPUVLLMGeneration` while the trainer builds it.
 With `dynamic_sampling` (the recipe's `sampling.dynamic`), training batches hold informative groups only
-(`grpo_recipes.training.dynamic_sampling`); it wraps TRL's `_generate_and_score_completions`, the one method it
-overrides (tests/training/test_dynamic_sampling.py pins what it relies on).
+(`grpo_recipes.training.dynamic_sampling`); it wraps TRL's `_generate_and_score_completions`
+(tests/training/test_dynamic_sampling.py pins what it relies on).
+
+With tools, two things are added to TRL's tool loop (`_tool_call_loop`):
+
+* Every process takes part in every generation round. TRL lets a process leave the loop when its own
+  completions stop calling tools, but a round's generation is collective: under ZeRO-3 it gathers the
+  sharded weights, and in vLLM server mode it gathers the prompts of all processes. A process that leaves
+  early leaves the others waiting in that collective (the run dies or hangs). Here each round starts with the
+  processes agreeing on the largest number of prompts any of them still has; a process with fewer pads its
+  batch with a copy of one of its prompts, and one that is done joins with padding only, until none has
+  prompts left. Server mode also needs the equal counts, as it splits the gathered results by position.
+* The guarded tools' counts (`grpo_recipes.agents.ToolStats`) are logged for each step: `tools/failures`,
+  `tools/timeouts` and `tools/truncated`, summed over processes, beside TRL's `tools/call_frequency`.
 """
 
 from __future__ import annotations
@@ -25,8 +37,19 @@ def policy_on_cpu(args: Any) -> bool:
 class RecipeGRPOTrainer(GRPOTrainer):
     """GRPOTrainer whose vLLM back-end suits the device the policy trains on."""
 
-    def __init__(self, *args: Any, dynamic_sampling: bool = False, max_rounds: int = 4, **kwargs: Any):
+    def __init__(
+        self,
+        *args: Any,
+        dynamic_sampling: bool = False,
+        max_rounds: int = 4,
+        tool_stats: Any = None,
+        **kwargs: Any,
+    ):
         self.dynamic_sampling, self.max_rounds = dynamic_sampling, max_rounds
+        self.tool_stats = tool_stats
+        self._logged_tool_counts: dict[str, int] = tool_stats.as_dict() if tool_stats is not None else {}
+        self._in_tool_loop = False
+        self._padding_prompt: list[int] | None = None
         config = kwargs["args"]
         if config.use_vllm and policy_on_cpu(config):
             from ..launch.vllm_cpu import CPUVLLMGeneration, replaced
@@ -41,7 +64,73 @@ class RecipeGRPOTrainer(GRPOTrainer):
         """What generates the completions: `transformers`, `vllm-colocate` or `vllm-server`."""
         return f"vllm-{self.vllm_mode}" if self.use_vllm else "transformers"
 
+    # --- tools: every process in every round; counts in the step log --------------------------------------
+
+    def _tool_call_loop(self, prompts, prompt_ids, *args: Any, **kwargs: Any):
+        self._padding_prompt = list(prompt_ids[0]) if prompt_ids else None
+        self._in_tool_loop = self.accelerator.num_processes > 1
+        try:
+            result = super()._tool_call_loop(prompts, prompt_ids, *args, **kwargs)
+        finally:
+            self._in_tool_loop = False
+        # Done here: join the rounds the other processes still need, with padding only.
+        while self.accelerator.num_processes > 1 and (size := self._round_size(0)) > 0:
+            self._padded_generation([], size)
+        return result
+
+    def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations, *args, **kwargs):
+        if not self._in_tool_loop:
+            return super()._generate_single_turn(
+                prompt_ids, images, multimodal_fields, num_generations, *args, **kwargs
+            )
+        size = self._round_size(len(prompt_ids))
+        return self._padded_generation(
+            prompt_ids, size, images, multimodal_fields, num_generations, *args, **kwargs
+        )
+
+    def _round_size(self, mine: int) -> int:
+        """The largest number of prompts any process has for this round (a collective: every process calls it)."""
+        import torch
+
+        sizes = self.accelerator.gather(torch.tensor([mine], device=self.accelerator.device))
+        return int(sizes.max().item())
+
+    def _padded_generation(
+        self, prompt_ids, size, images=None, multimodal_fields=None, num_generations=1, *args, **kwargs
+    ):
+        """Generate for `prompt_ids` padded to `size` prompts; the padding's completions are dropped."""
+        real = len(prompt_ids)
+        filler = list(prompt_ids[0]) if prompt_ids else self._padding_prompt
+        padded = list(prompt_ids) + [filler] * (size - real)
+        if images is not None and size > real:
+            images = list(images) + [None] * (size - real)
+        completion_ids, logprobs = GRPOTrainer._generate_single_turn(
+            self, padded, images, multimodal_fields or {}, num_generations, *args, **kwargs
+        )
+        return completion_ids[:real], (logprobs[:real] if logprobs is not None else None)
+
+    def _log_tool_counts(self, mode: str) -> None:
+        if self.tool_stats is None:
+            return
+        import torch
+
+        now = self.tool_stats.as_dict()
+        change = [
+            now[key] - self._logged_tool_counts.get(key, 0) for key in ("failures", "timeouts", "truncated")
+        ]
+        self._logged_tool_counts = now
+        totals = (
+            self.accelerator.gather(torch.tensor(change, device=self.accelerator.device)).view(-1, 3).sum(0)
+        )
+        for key, value in zip(("failures", "timeouts", "truncated"), totals.tolist(), strict=True):
+            self._metrics[mode][f"tools/{key}"].append(float(value))
+
     def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
+        output = self._generate_and_score(inputs)
+        self._log_tool_counts("train" if self.model.training else "eval")
+        return output
+
+    def _generate_and_score(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
         if not (self.dynamic_sampling and self.model.training):
             return super()._generate_and_score_completions(inputs)
         from .dynamic_sampling import generate_informative

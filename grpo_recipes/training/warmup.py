@@ -1,0 +1,144 @@
+"""The supervised warm-up of a tool recipe: a few steps of supervised training on demonstrations, before GRPO,
+in the same run.
+
+A small model rarely calls a tool on its own, so GRPO would have nothing to reinforce. The warm-up trains the
+policy in place for `warmup.max_steps` steps on `warmup.examples` conversations built from the training rows
+(grpo_recipes.agents.demonstrations): the loss is on the assistant's tokens only (the calls and the answer),
+never on the prompt or the tool results. It is a plain loop on each process, with the same seed and data
+everywhere, before the trainer wraps the model, so it needs no collective and gives every process the same
+weights under DDP, ZeRO or FSDP; it trains all weights (no adapter), which suits the small models it is for.
+A run resumed from a GRPO checkpoint skips it (the checkpoint holds the warmed-up weights).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from typing import Any
+
+from ..agents.demonstrations import demonstration
+from ..recipe import Recipe, RecipeError
+from ..toolset import Toolset
+
+IGNORE = -100
+
+
+def demonstrations(recipe: Recipe, rows, toolset: Toolset) -> list[dict[str, Any]]:
+    """The warm-up conversations for the first `warmup.examples` training rows (cycled when there are fewer)."""
+    spec = recipe.warmup
+    assert spec is not None
+    calls = [(call.tool, call.arguments) for call in spec.calls]
+    tools = toolset.by_name()
+    built = []
+    for i in range(spec.examples):
+        row = rows[i % len(rows)]
+        try:
+            built.append(demonstration(row, calls, spec.answer, tools))
+        except (KeyError, IndexError, ValueError) as err:
+            raise RecipeError(
+                recipe.source,
+                "warmup",
+                f"cannot fill a demonstration from the row: {type(err).__name__}: {err}",
+            ) from None
+    return built
+
+
+def tokenize_demonstration(tokenizer, demo: dict[str, Any], tools: list | None, template_kwargs=None):
+    """(input ids, labels) of a demonstration: labels are the ids on the assistant's turns, IGNORE elsewhere.
+
+    The conversation is rendered one turn at a time (consecutive tool results together, as templates group
+    them), and each turn's new text is tokenized on its own, so every token belongs to exactly one turn.
+    """
+    kwargs = {"tools": tools, "tokenize": False, **(template_kwargs or {})}
+    messages = list(demo["prompt"])
+    text = tokenizer.apply_chat_template(messages, add_generation_prompt=True, **kwargs)
+    ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+    labels = [IGNORE] * len(ids)
+    completion = demo["completion"]
+    k = 0
+    while k < len(completion):
+        role = completion[k]["role"]
+        group = [completion[k]]
+        while (
+            role == "tool"
+            and k + len(group) < len(completion)
+            and completion[k + len(group)]["role"] == "tool"
+        ):
+            group.append(completion[k + len(group)])
+        messages += group
+        k += len(group)
+        rendered = tokenizer.apply_chat_template(messages, add_generation_prompt=role == "tool", **kwargs)
+        if not rendered.startswith(text):
+            raise ValueError(
+                "the chat template does not render a conversation as a prefix of its continuation"
+            )
+        piece = tokenizer(rendered[len(text) :], add_special_tokens=False)["input_ids"]
+        ids += piece
+        labels += piece if role == "assistant" else [IGNORE] * len(piece)
+        text = rendered
+    return ids, labels
+
+
+def run_warmup(recipe: Recipe, model, tokenizer, rows, toolset: Toolset, log=print) -> dict[str, Any]:
+    """Train `model` in place on the demonstrations; returns a summary (steps, seconds, losses)."""
+    import torch
+    from transformers.utils import get_json_schema
+
+    spec = recipe.warmup
+    assert spec is not None
+    schemas = [get_json_schema(tool) for tool in toolset.tools]
+    template_kwargs = recipe.trainer.get("chat_template_kwargs")
+    examples = [
+        tokenize_demonstration(tokenizer, d, schemas, template_kwargs)
+        for d in demonstrations(recipe, rows, toolset)
+    ]
+    log(
+        f"warm-up: {len(examples)} demonstrations, {spec.max_steps} supervised steps "
+        f"(batch {spec.per_device_train_batch_size}, learning rate {spec.learning_rate:g}), loss on the assistant's tokens"
+    )
+    device = next(model.parameters()).device
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    generator = random.Random(int(recipe.trainer.get("seed", 0)))
+    torch.manual_seed(int(recipe.trainer.get("seed", 0)))
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=spec.learning_rate)
+    was_training = model.training
+    model.train()
+    order: list[int] = []
+    losses = []
+    start = time.time()
+    for step in range(spec.max_steps):
+        batch = []
+        for _ in range(spec.per_device_train_batch_size):
+            if not order:
+                order = list(range(len(examples)))
+                generator.shuffle(order)
+            batch.append(examples[order.pop()])
+        width = max(len(ids) for ids, _ in batch)
+        input_ids = torch.tensor([ids + [pad] * (width - len(ids)) for ids, _ in batch], device=device)
+        labels = torch.tensor([lab + [IGNORE] * (width - len(lab)) for _, lab in batch], device=device)
+        attention = torch.tensor(
+            [[1] * len(ids) + [0] * (width - len(ids)) for ids, _ in batch], device=device
+        )
+        loss = model(input_ids=input_ids, attention_mask=attention, labels=labels).loss
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        losses.append(float(loss.detach()))
+        if step == 0 or (step + 1) % max(1, spec.max_steps // 6) == 0 or step + 1 == spec.max_steps:
+            log(f"  warm-up step {step + 1}/{spec.max_steps}: loss {losses[-1]:.4f}")
+    model.train(was_training)
+    del optimizer
+    summary = {
+        "examples": len(examples),
+        "steps": spec.max_steps,
+        "seconds": round(time.time() - start, 1),
+        "first_loss": round(losses[0], 4) if losses else None,
+        "last_loss": round(losses[-1], 4) if losses else None,
+    }
+    log(f"warm-up done in {summary['seconds']:.0f} s")
+    return summary
+
+
+def write_summary(path, summary: dict[str, Any]) -> None:
+    path.write_text(json.dumps(summary, indent=2) + "\n")
