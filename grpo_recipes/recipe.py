@@ -171,6 +171,8 @@ class WarmupSpec:
     calls: list[ToolCallSpec]
     answer: str
     """The final assistant message, filled from the row (e.g. "The answer is {answer}.")."""
+    where: dict[str, str] = field(default_factory=dict)
+    """Only rows whose columns have these values (e.g. {phrasing: symbols}): what the warm-up leaves to GRPO."""
     examples: int = 192
     max_steps: int = 24
     per_device_train_batch_size: int = 8

@@ -91,7 +91,10 @@ def calculate(expression: str, max_length: int = 200) -> str:
     try:
         tree = ast.parse(text, mode="eval")
     except (SyntaxError, ValueError):
-        raise ToolError("", f"cannot read '{expression}' as arithmetic") from None
+        raise ToolError(
+            "",
+            f"cannot read '{expression}' as arithmetic: write it with numbers and + - * / ( ), e.g. '(12 + 3) * 4'",
+        ) from None
     return format_number(_value(tree.body))
 
 

@@ -17,6 +17,7 @@ from typing import Any
 from rewards.typecheck import check_mapping, parameters
 
 from .arithmetic import arithmetic, arithmetic_capacity, check_arithmetic
+from .calculator import calculator_arithmetic, calculator_capacity, check_calculator
 from .code import check_code_functions, code_functions, code_functions_capacity
 from .countdown import check_countdown, countdown, countdown_capacity
 from .reasoning_gym import ReasoningGymGenerator
@@ -77,6 +78,12 @@ class Generator:
 GENERATORS: dict[str, Generator | ReasoningGymGenerator] = {
     "arithmetic": Generator(
         arithmetic, columns=("question", "answer"), check=check_arithmetic, count_distinct=arithmetic_capacity
+    ),
+    "calculator_arithmetic": Generator(
+        calculator_arithmetic,
+        columns=("question", "expression", "answer", "phrasing"),
+        check=check_calculator,
+        count_distinct=calculator_capacity,
     ),
     "countdown": Generator(
         countdown,

@@ -30,9 +30,12 @@ def demonstrations(recipe: Recipe, rows, toolset: Toolset) -> list[dict[str, Any
     assert spec is not None
     calls = [(call.tool, call.arguments) for call in spec.calls]
     tools = toolset.by_name()
+    chosen = [row for row in rows if all(str(row.get(key)) == value for key, value in spec.where.items())]
+    if not chosen:
+        raise RecipeError(recipe.source, "warmup.where", f"no training row has {spec.where}.")
     built = []
     for i in range(spec.examples):
-        row = rows[i % len(rows)]
+        row = chosen[i % len(chosen)]
         try:
             built.append(demonstration(row, calls, spec.answer, tools))
         except (KeyError, IndexError, ValueError) as err:
