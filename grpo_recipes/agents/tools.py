@@ -27,7 +27,9 @@ import functools
 import importlib
 import inspect
 import json
+import os
 import re
+import sys
 import threading
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -194,6 +196,10 @@ def import_object(path: str, key: str) -> Any:
             key, f"'{path}' is neither a known name nor an import path 'package.module:function'."
         )
     module_name, attribute = path.split(":")
+    # A module of the working directory (a user's tools.py beside their recipes) imports as with `python -m`;
+    # scripts/train.py alone would only put scripts/ on the path.
+    if os.getcwd() not in sys.path:
+        sys.path.append(os.getcwd())
     try:
         module = importlib.import_module(module_name)
     except Exception as err:  # noqa: BLE001 - any import failure is the user's module's; say which

@@ -31,6 +31,7 @@ EXPECTED = [
     "code_tests",
     "cosine_length",
     "countdown",
+    "environment_reward",
     "gsm8k_accuracy",
     "math_accuracy",
     "numeric_accuracy",
@@ -58,6 +59,7 @@ MODULES = [
     "rewards.length",
     "rewards.repetition",
     "rewards.code",
+    "rewards.environment",
     "rewards",
 ]
 

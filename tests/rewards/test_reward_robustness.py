@@ -18,7 +18,15 @@ PARAMS = {
     "math_accuracy": {"timeout_seconds": TIMEOUT},
 }
 # reasoning_gym's `metadata` (tagged JSON) names a task whose scorer then reads the answer.
+class FinishedGame:
+    """A rollout's environment, as TRL passes it (`environments`): environment_reward asks it for the outcome."""
+
+    def get_reward(self) -> float:
+        return 1.0
+
+
 COLUMNS = {
+    "environments": FinishedGame(),
     "solution": r"\frac{1}{2}",
     "numbers": [1, 2, 3],
     "target": 6,
