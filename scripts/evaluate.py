@@ -124,10 +124,16 @@ def summary_line(model: str, metrics: dict) -> str:
         + (f" [{100 * low:.1f}, {100 * high:.1f}]" if key == "pass@1" else "")
         for key in keys
     )
+    tools = (
+        f"; tool-call rate {100 * metrics['tool_call_rate']:.0f} %, {metrics['mean_tool_calls']:.2f} calls "
+        f"per completion, {metrics['tool_failures']} of {metrics['tool_calls']} calls failed"
+        if "tool_calls" in metrics
+        else ""
+    )
     return (
         f"{model}: {figures} on {metrics['problems']} problems ({metrics['sampling']}); "
         f"well-formed {100 * metrics['well_formed']:.0f} %, truncated {100 * metrics['truncated']:.0f} %, "
-        f"mean length {metrics['mean_completion_tokens']:.1f} tokens"
+        f"mean length {metrics['mean_completion_tokens']:.1f} tokens{tools}"
     )
 
 

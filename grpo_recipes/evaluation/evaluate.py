@@ -246,6 +246,7 @@ def evaluation_report(samples: list[dict[str, Any]], metrics: dict[str, Any], ab
         ["truncated", f"{100 * metrics['truncated']:.1f} %"],
         ["well-formed answer", f"{100 * metrics['well_formed']:.1f} %"],
     ]
+    rows += tool_rows(metrics)
     lines += markdown_table(["metric", "value"], rows)
     lines += [
         "",
@@ -258,9 +259,36 @@ def evaluation_report(samples: list[dict[str, Any]], metrics: dict[str, Any], ab
         lines += ["", f"### Problem {first['problem']} (gold: `{str(first['gold'])[-80:]}`)", ""]
         for record in group[:2]:
             verdict = "correct" if record["correct"] else "wrong"
+            calls = (
+                f", {record['tool_calls']} tool call{'s' * (record['tool_calls'] != 1)}"
+                f" ({record['tool_failures']} failed)"
+                if "tool_calls" in record
+                else ""
+            )
             text = record["completion"].strip().replace("\n", " ")[:300]
-            lines.append(f"- sample {record['sample']}, {verdict}, answer `{record['answer']}`: {text}")
+            lines.append(
+                f"- sample {record['sample']}, {verdict}, answer `{record['answer']}`{calls}: {text}"
+            )
     return "\n".join(lines) + "\n"
+
+
+def tool_rows(metrics: dict[str, Any]) -> list[list[str]]:
+    """The tool figures of a metrics dict as report rows; none for a recipe without tools.
+
+    >>> tool_rows({"tool_calls": 5, "tool_failures": 1, "mean_tool_calls": 1.25, "tool_call_rate": 0.75,
+    ...            "tool_failure_rate": 0.2})
+    [['tool calls per completion', '1.25'], ['tool-call rate', '75.0 % (completions with a call)'], ['failed tool calls', '20.0 % (1 of 5)']]
+    >>> tool_rows({"pass@1": 0.5})
+    []
+    """
+    if "tool_calls" not in metrics:
+        return []
+    calls, failures, rate = metrics["tool_calls"], metrics["tool_failures"], metrics["tool_failure_rate"]
+    return [
+        ["tool calls per completion", f"{metrics['mean_tool_calls']:.2f}"],
+        ["tool-call rate", f"{100 * metrics['tool_call_rate']:.1f} % (completions with a call)"],
+        ["failed tool calls", f"{100 * rate:.1f} % ({failures} of {calls})" if calls else "no calls"],
+    ]
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -411,12 +439,13 @@ def gather_samples_through_files(
 
 def comparison_table(result: dict[str, Any], base_name: str = "base", model_name: str = "model") -> str:
     """The comparison as a text table, differences in points with their paired 95 % intervals."""
+    width = max([9, *(len(row["metric"]) for row in result["metrics"])])
     lines = [
-        f"{'metric':<9} {base_name:>12} {model_name:>12} {'difference (paired 95 % interval)':>36}",
+        f"{'metric':<{width}} {base_name:>12} {model_name:>12} {'difference (paired 95 % interval)':>36}",
     ]
     for row in result["metrics"]:
         lines.append(
-            f"{row['metric']:<9} {100 * row['base']:>11.1f}% {100 * row['model']:>11.1f}% "
+            f"{row['metric']:<{width}} {100 * row['base']:>11.1f}% {100 * row['model']:>11.1f}% "
             f"{format_change(row['difference'], row['low'], row['high']):>36}"
         )
     lines.append(

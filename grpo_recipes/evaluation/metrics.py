@@ -172,7 +172,8 @@ def per_problem(samples: Sequence[dict[str, Any]], votes: bool = True) -> dict[s
 
 
 def summarize(samples: Sequence[dict[str, Any]], votes: bool = True) -> dict[str, Any]:
-    """metrics.json: problem counts, pass@k and maj@k (fractions in [0, 1]), lengths and answer shapes.
+    """metrics.json: problem counts, pass@k and maj@k (fractions in [0, 1]), lengths and answer shapes, and
+    for tool rollouts (samples with `tool_calls`) the tool figures of `tool_use`.
 
     `votes`: whether the evaluation reward reads answers (else maj@k is left out). `pass@1_interval` is
     the 95 % Wilson interval with one sample per problem, else a normal interval over problems.
@@ -190,7 +191,59 @@ def summarize(samples: Sequence[dict[str, Any]], votes: bool = True) -> dict[str
     metrics["mean_completion_tokens"] = mean([r["tokens"] for r in samples])
     metrics["truncated"] = mean([float(r["truncated"]) for r in samples])
     metrics["well_formed"] = mean([float(r["answer"] is not None) for r in samples])
+    metrics.update(tool_use(samples))
     return metrics
+
+
+def uses_tools(samples: Sequence[dict[str, Any]]) -> bool:
+    """Whether the samples are tool rollouts (their records carry `tool_calls`)."""
+    return any("tool_calls" in record for record in samples)
+
+
+def tool_use_per_problem(samples: Sequence[dict[str, Any]]) -> dict[str, list[float]]:
+    """Tool use on each problem (index order): the mean calls of its samples and the share of its samples that
+    made at least one call. Empty for samples without tool calls (not a tool recipe).
+
+    >>> rows = [{"problem": p, "sample": 0, "tool_calls": c} for p, c in enumerate([2, 0, 1])]
+    >>> tool_use_per_problem(rows)
+    {'mean_tool_calls': [2.0, 0.0, 1.0], 'tool_call_rate': [1.0, 0.0, 1.0]}
+    """
+    if not uses_tools(samples):
+        return {}
+    groups = group_by_problem(samples)
+    return {
+        "mean_tool_calls": [mean([float(r.get("tool_calls", 0)) for r in g]) for g in groups],
+        "tool_call_rate": [mean([float(r.get("tool_calls", 0) > 0) for r in g]) for g in groups],
+    }
+
+
+def tool_use(samples: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """metrics.json's tool figures; empty for samples without tool calls (not a tool recipe).
+
+    `mean_tool_calls`: calls per sample (per problem in a greedy evaluation, the one tool recipes run);
+    `tool_call_rate`: the share of samples with at least one call; `tool_failure_rate`: the share of calls
+    whose result was an error (None without calls); `tool_calls` and `tool_failures`: the counts.
+
+    >>> tool_use([{"problem": p, "sample": 0, "tool_calls": c, "tool_failures": f}
+    ...           for p, (c, f) in enumerate([(2, 1), (0, 0), (1, 0), (1, 0)])])
+    {'tool_calls': 4, 'tool_failures': 1, 'mean_tool_calls': 1.0, 'tool_call_rate': 0.75, 'tool_failure_rate': 0.25}
+    >>> tool_use([{"problem": 0, "sample": 0, "tool_calls": 0, "tool_failures": 0}])["tool_failure_rate"] is None
+    True
+    >>> tool_use([{"problem": 0, "sample": 0}])
+    {}
+    """
+    values = tool_use_per_problem(samples)
+    if not values:
+        return {}
+    calls = sum(int(r.get("tool_calls", 0)) for r in samples)
+    failures = sum(int(r.get("tool_failures", 0)) for r in samples)
+    return {
+        "tool_calls": calls,
+        "tool_failures": failures,
+        "mean_tool_calls": mean(values["mean_tool_calls"]),
+        "tool_call_rate": mean(values["tool_call_rate"]),
+        "tool_failure_rate": failures / calls if calls else None,
+    }
 
 
 def mean(values: Sequence[float]) -> float:
@@ -209,7 +262,7 @@ def compare(base: list[dict[str, Any]], model: list[dict[str, Any]], votes: bool
     """Each metric for both, the paired difference (model - base) with its 95 % interval, and who solves what.
 
     A problem counts as solved when at least one of its samples is correct (with greedy decoding: when
-    the answer is correct).
+    the answer is correct). When both sides are tool rollouts, a `tool-call rate` row follows the accuracies.
     """
     key = [(r["problem"], str(r["gold"])) for r in base if r["sample"] == 0]
     if sorted(key) != sorted((r["problem"], str(r["gold"])) for r in model if r["sample"] == 0):
@@ -226,6 +279,17 @@ def compare(base: list[dict[str, Any]], model: list[dict[str, Any]], votes: bool
                     **paired_difference(model_values[name], base_values[name]),
                 }
             )
+    # Tool recipes: the tool-call rate of both sides, paired as the accuracies are.
+    base_tools, model_tools = tool_use_per_problem(base), tool_use_per_problem(model)
+    if base_tools and model_tools:
+        rows.append(
+            {
+                "metric": "tool-call rate",
+                "base": mean(base_tools["tool_call_rate"]),
+                "model": mean(model_tools["tool_call_rate"]),
+                **paired_difference(model_tools["tool_call_rate"], base_tools["tool_call_rate"]),
+            }
+        )
     solved = [[any(r["correct"] for r in g) for g in group_by_problem(s)] for s in (model, base)]
     only_model, only_base = solved_alone(solved[0], solved[1])
     return {

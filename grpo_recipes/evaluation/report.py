@@ -18,6 +18,13 @@ import yaml
 REPORT_PNG = "report.png"
 REPORT_MD = "report.md"
 REWARD_CURVE_PNG = "reward_curve.png"
+BEFORE_SAMPLES, AFTER_SAMPLES = "eval_before_samples.jsonl", "eval_after_samples.jsonl"
+#: The guarded tools' counts training logs for each step (`training.trainer`), with their names in report.md.
+TOOL_COUNTS = (
+    ("tools/failures", "failed calls"),
+    ("tools/timeouts", "timed-out calls"),
+    ("tools/truncated", "results cut at max_result_chars"),
+)
 RUN_FILES = (
     "log_history.json",
     "summary.json",
@@ -130,6 +137,16 @@ def select_panels(log_history: list[dict[str, Any]]) -> list[Panel]:
             "completions cut at max_completion_length",
             "fraction",
             (("completions/clipped_ratio", "clipped ratio"),),
+        ),
+        Panel("tool calls", "calls per completion", (("tools/call_frequency", "calls per completion"),)),
+        Panel(
+            "tool failures",
+            "calls per generation batch",
+            (
+                ("tools/failures", "failed"),
+                ("tools/timeouts", "timed out"),
+                ("tools/truncated", "result cut"),
+            ),
         ),
         Panel("KL to the reference model", "KL", (("kl", "kl"),)),
         Panel("entropy", "nats per token", (("entropy", "entropy"),)),
@@ -374,6 +391,9 @@ class RunFolder:
     recipe_header: dict[str, str] = field(default_factory=dict)
     before: dict[str, Any] | None = None
     after: dict[str, Any] | None = None
+    before_samples: list[dict[str, Any]] | None = None
+    after_samples: list[dict[str, Any]] | None = None
+    """The before/after evaluations' samples (eval_before_samples.jsonl, eval_after_samples.jsonl)."""
 
     @property
     def last_step(self) -> int | None:
@@ -388,6 +408,15 @@ def _read_json(path: Path) -> Any:
         return json.loads(path.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
         raise RunFolderError(f"{path}: not valid JSON ({err})") from None
+
+
+def _read_jsonl(path: Path) -> list[dict[str, Any]] | None:
+    if not path.is_file():
+        return None
+    try:
+        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise RunFolderError(f"{path}: not valid JSON lines ({err})") from None
 
 
 def read_run(run_dir: str | Path) -> RunFolder:
@@ -422,6 +451,11 @@ def read_run(run_dir: str | Path) -> RunFolder:
     if run.summary is not None:  # a finished run says which evaluations it made (none with evaluation off)
         run.before = run.before if run.summary.get("before") is not None else None
         run.after = run.after if run.summary.get("after") is not None else None
+    # The samples of an evaluation shown (an earlier run's are left out with its result).
+    if run.before is not None:
+        run.before_samples = _read_jsonl(path / BEFORE_SAMPLES)
+    if run.after is not None:
+        run.after_samples = _read_jsonl(path / AFTER_SAMPLES)
     recipe_file = path / "resolved_recipe.yaml"
     if recipe_file.is_file():
         text = recipe_file.read_text()
@@ -558,7 +592,8 @@ def _run_lines(run: RunFolder) -> list[str]:
 def _first_last_rows(run: RunFolder) -> tuple[list[list[str]], int, int]:
     keys = ["reward"]
     keys += sorted(k for k in _logged(run.log_history) if k.startswith("rewards/") and k.endswith("/mean"))
-    keys += ["zero_variance_groups", "completions/mean_length", "completions/clipped_ratio", "kl", "entropy"]
+    keys += ["zero_variance_groups", "completions/mean_length", "completions/clipped_ratio"]
+    keys += ["tools/call_frequency", "kl", "entropy"]
     rows, covered, logged = [], 0, 0
     for key in keys:
         _, values = reward_series(run.log_history, key)
@@ -574,6 +609,97 @@ def _versions(run: RunFolder) -> dict[str, str]:
         k: v for k, v in run.recipe_header.items() if k != "Resolved from"
     }
     return {k: v for k, v in versions.items() if v != "not installed"}
+
+
+def _evaluation_tool_use(
+    result: dict[str, Any] | None, samples: list[dict[str, Any]] | None
+) -> dict[str, Any]:
+    """An evaluation's tool figures (`metrics.tool_use`): from its samples, else from its saved metrics."""
+    from .metrics import tool_use
+
+    if samples is not None:
+        return tool_use(samples)
+    metrics = (result or {}).get("metrics") or {}
+    return metrics if "tool_calls" in metrics else {}
+
+
+def _tool_lines(run: RunFolder) -> list[str]:
+    """The "Tool use" section: the tools' logged figures during training, and the before/after tool-call rate;
+    nothing for a run without tools."""
+    lines = []
+    logged = _logged(run.log_history)
+    rows = []
+    for key, name in (("tools/call_frequency", "tool calls per completion"), *TOOL_COUNTS):
+        if key in logged:
+            _, values = reward_series(run.log_history, key)
+            rows.append(
+                [
+                    f"{name} (`{key}`)",
+                    _number(sum(values) / len(values)),
+                    _number(max(values)),
+                    f"{sum(value > 0 for value in values)} of {len(values)}",
+                ]
+            )
+    if rows:
+        lines += [
+            "Logged at each step (`log_history.json`): tool calls per completion (TRL's), and the guarded tools' "
+            "failures, timeouts and cut results (per generation batch, summed over processes).",
+            "",
+        ]
+        lines += markdown_table(["metric", "mean", "most", "steps above 0"], rows) + [""]
+
+    figures = {
+        when: _evaluation_tool_use(result, samples)
+        for when, result, samples in (
+            ("before", run.before, run.before_samples),
+            ("after", run.after, run.after_samples),
+        )
+    }
+    if any(figures.values()):
+        source = " and ".join(
+            name
+            for name, samples in ((BEFORE_SAMPLES, run.before_samples), (AFTER_SAMPLES, run.after_samples))
+            if samples is not None
+        )
+        lines += [
+            "Held-out rollouts (greedy)" + (f", from {source}" if source else "") + ":",
+            "",
+        ]
+        table = []
+        for when, tools in figures.items():
+            if not tools:
+                table.append([when, "-", "-", "-"])
+                continue
+            calls, failures = tools["tool_calls"], tools["tool_failures"]
+            table.append(
+                [
+                    when,
+                    f"{100 * tools['tool_call_rate']:.1f} %",
+                    f"{tools['mean_tool_calls']:.2f}",
+                    f"{failures} of {calls}" + (f" ({100 * failures / calls:.1f} %)" if calls else ""),
+                ]
+            )
+        lines += markdown_table(["", "tool-call rate", "tool calls per completion", "failed calls"], table)
+        if figures["before"] and figures["after"]:
+            lines += ["", f"Change in the tool-call rate: {_tool_rate_change(run, figures)}."]
+        lines.append("")
+    return ["## Tool use", "", *lines] if lines else []
+
+
+def _tool_rate_change(run: RunFolder, figures: dict[str, dict[str, Any]]) -> str:
+    """The before/after change of the tool-call rate, paired over the problems when both samples files exist."""
+    from .metrics import compare
+
+    before, after = figures["before"]["tool_call_rate"], figures["after"]["tool_call_rate"]
+    if run.before_samples is not None and run.after_samples is not None:
+        try:
+            rows = compare(run.before_samples, run.after_samples, votes=False)["metrics"]
+        except (KeyError, ValueError):  # not the same problems
+            rows = []
+        row = next((r for r in rows if r["metric"] == "tool-call rate"), None)
+        if row is not None:
+            return f"{format_change(row['difference'], row['low'], row['high'])} (paired 95 % interval)"
+    return f"{100 * (after - before):+.1f} points"
 
 
 def render_report_md(run: RunFolder, pictures: list[str]) -> str:
@@ -610,6 +736,8 @@ def render_report_md(run: RunFolder, pictures: list[str]) -> str:
             )
             lines += ["", f"Change: {change}."]
         lines.append("")
+
+    lines += _tool_lines(run)
 
     if pictures:
         lines += ["## Curves", ""]

@@ -6,6 +6,7 @@ dict stays in `log_history.json` and the trackers, and the console gets `step_li
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from typing import Any
@@ -14,7 +15,8 @@ from ..evaluation.report import format_duration
 
 
 def step_line(logs: dict[str, Any], step: int, max_steps: int, elapsed_seconds: float) -> str:
-    """One logged step as people read it: reward, zero-variance groups, length, time.
+    """One logged step as people read it: reward, zero-variance groups, length, tool use (a run with tools),
+    time.
 
     >>> step_line({"reward": 0.625, "zero_variance_groups": 0.5, "completions/mean_length": 23.5,
     ...            "completions/clipped_ratio": 0.125, "step_time": 9.71}, 3, 70, 31.2)
@@ -32,10 +34,43 @@ def step_line(logs: dict[str, Any], step: int, max_steps: int, elapsed_seconds: 
             else ""
         )
         parts.append(f"mean length {logs['completions/mean_length']:.1f}{clipped}")
+    tools = tool_part(logs)
+    if tools:
+        parts.append(tools)
     if "step_time" in logs:
         parts.append(f"{logs['step_time']:.1f} s/step")
     parts.append(f"({format_duration(elapsed_seconds)})")
     return "  ".join(parts)
+
+
+def tool_part(logs: dict[str, Any]) -> str:
+    """The tool use of a logged step, for a run with tools (empty otherwise): TRL's `tools/call_frequency`
+    (calls per completion) and the guarded tools' `tools/failures` and `tools/timeouts` (TRL's
+    `tools/failure_frequency`, a share of the calls, where those counts are not logged).
+
+    >>> tool_part({"tools/call_frequency": 0.75, "tools/failures": 2.0, "tools/timeouts": 1.0})
+    'tool calls 0.75/completion (2 failed, 1 timed out)'
+    >>> tool_part({"tools/call_frequency": 1.0, "tools/failure_frequency": 0.125})
+    'tool calls 1.00/completion (12 % failed)'
+    >>> tool_part({"reward": 0.5})
+    ''
+    """
+    present = {key for key in logs if key.startswith("tools/") and _number(logs[key])}
+    details = []
+    if "tools/failures" in present:
+        details.append(f"{logs['tools/failures']:.3g} failed")
+    elif "tools/failure_frequency" in present:
+        details.append(f"{100 * logs['tools/failure_frequency']:.0f} % failed")
+    if "tools/timeouts" in present:
+        details.append(f"{logs['tools/timeouts']:.3g} timed out")
+    if "tools/call_frequency" not in present:
+        return f"tools: {', '.join(details)}" if details else ""
+    text = f"tool calls {logs['tools/call_frequency']:.2f}/completion"
+    return text + (f" ({', '.join(details)})" if details else "")
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def step_log_callback(log: Callable[[str], Any], max_steps: int):
