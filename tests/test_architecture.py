@@ -150,7 +150,9 @@ def test_agents_import_no_other_library_module_and_nothing_heavy_at_the_top():
         if not name.startswith("grpo_recipes.agents"):
             continue
         imported = _imports(name, path)
-        library = {m for m in imported if m.startswith("grpo_recipes") and not m.startswith("grpo_recipes.agents")}
+        library = {
+            m for m in imported if m.startswith("grpo_recipes") and not m.startswith("grpo_recipes.agents")
+        }
         assert not library, f"{name} imports {library}"
         assert not {m.split(".")[0] for m in _imports(name, path, top_level_only=True)} & HEAVY, name
 

@@ -407,7 +407,9 @@ class HeldOutEvaluation:
                     f"held-out accuracy {when} training (from the earlier run): {format_accuracy(self.results[when])}"
                 )
             return
-        model_name = "trained" if when == "after" else "warmed-up" if self.recipe.warmup is not None else "base"
+        model_name = (
+            "trained" if when == "after" else "warmed-up" if self.recipe.warmup is not None else "base"
+        )
         self.log(f"evaluating the {model_name} model on {len(self.rows)} held-out prompts (greedy) ...")
         accuracy = greedy_accuracy(
             self.trainer.model_wrapped,

@@ -17,6 +17,8 @@ PARAMS = {
     "cosine_length": {"max_length": 100, "accuracy_params": {"timeout_seconds": TIMEOUT}},
     "math_accuracy": {"timeout_seconds": TIMEOUT},
 }
+
+
 # reasoning_gym's `metadata` (tagged JSON) names a task whose scorer then reads the answer.
 class FinishedGame:
     """A rollout's environment, as TRL passes it (`environments`): environment_reward asks it for the outcome."""

@@ -99,7 +99,11 @@ def test_tool_results_are_masked_out_of_the_loss_on_a_real_batch(trainer):
     batch = trainer._generate_and_score_completions(rows)
     assert stats.as_dict()["calls"] == 4 and stats.as_dict()["failures"] == 0
 
-    completion_ids, completion_mask, tool_mask = batch["completion_ids"], batch["completion_mask"], batch["tool_mask"]
+    completion_ids, completion_mask, tool_mask = (
+        batch["completion_ids"],
+        batch["completion_mask"],
+        batch["tool_mask"],
+    )
     for row in range(len(rows)):
         ids = completion_ids[row][completion_mask[row].bool()].tolist()
         mask = tool_mask[row][completion_mask[row].bool()].tolist()

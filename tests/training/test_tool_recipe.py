@@ -47,7 +47,11 @@ def test_a_copied_tool_recipe_trains_with_a_users_own_tool(tiny_model, tmp_path)
     )
     recipe["evaluation"].update(max_samples=4, max_new_tokens=24, batch_size=4)
     recipe["trainer"].update(
-        output_dir=str(tmp_path / "out"), max_steps=2, save_steps=2, max_completion_length=24, per_device_train_batch_size=4
+        output_dir=str(tmp_path / "out"),
+        max_steps=2,
+        save_steps=2,
+        max_completion_length=24,
+        per_device_train_batch_size=4,
     )
     path = tmp_path / "my-tool-recipe.yaml"
     path.write_text(yaml.safe_dump(recipe, sort_keys=False))
@@ -71,7 +75,9 @@ def test_a_copied_tool_recipe_trains_with_a_users_own_tool(tiny_model, tmp_path)
     assert info["warmup"]["steps"] == 2 and info["warmup"]["examples"] == 4
     history = [h for h in json.loads((out / "log_history.json").read_text()) if "reward" in h]
     assert [h["step"] for h in history] == [1, 2]
-    assert all("tools/call_frequency" in h and "tools/failures" in h and "tools/timeouts" in h for h in history)
+    assert all(
+        "tools/call_frequency" in h and "tools/failures" in h and "tools/timeouts" in h for h in history
+    )
     # The held-out evaluation ran rollouts with the tool offered: its samples carry conversations.
     samples = [json.loads(line) for line in (out / "eval_after_samples.jsonl").read_text().splitlines()]
     assert len(samples) == 4 and all("messages" in s and "tool_calls" in s for s in samples)
