@@ -2,7 +2,7 @@
 
 The tiny model's `generate` is scripted (a random model writes no tool call): the first turn calls the
 calculator, the second answers, some rightly and some not, so the group's advantages are not all zero. The
-batch goes through TRL's own tool loop and loss; the gradient the loss sends to the logits is checked
+batch goes through TRL's own tool loop and loss; the gradient the loss sends to each position's prediction is checked
 position by position: zero wherever a token is the tool's result, and non-zero on the model's own turns.
 """
 
@@ -117,23 +117,24 @@ def test_tool_results_are_masked_out_of_the_loss_on_a_real_batch(trainer):
     # Two right and two wrong answers: the advantages are not all zero, so the loss has a gradient.
     assert batch["advantages"].abs().sum() > 0
 
+    # TRL computes log-probabilities with a fused head, so the gradient is read one step before it: on the final
+    # norm's output, whose vector at position t feeds only the prediction of token t + 1.
     captured = {}
 
-    def keep_logits(module, inputs, output):
+    def keep_hidden(module, inputs, output):
         output.retain_grad()
-        captured["logits"] = output
+        captured["hidden"] = output
 
-    handle = trainer.model.lm_head.register_forward_hook(keep_logits)
+    handle = trainer.model.model.norm.register_forward_hook(keep_hidden)
     try:
         trainer.model.train()
+        trainer.current_gradient_accumulation_steps = 1  # set by the training loop, which this step skips
         loss = trainer.compute_loss(trainer.model, batch)
         loss.backward()
     finally:
         handle.remove()
-    logits = captured["logits"]
-    length = completion_ids.size(1)
-    # The last `length + 1` positions' logits predict the completion tokens (the final one predicts nothing).
-    grad = logits.grad[:, -(length + 1) : -1].abs().sum(-1)
+    prompt_length, length = batch["prompt_ids"].size(1), completion_ids.size(1)
+    grad = captured["hidden"].grad[:, prompt_length - 1 : prompt_length - 1 + length].abs().sum(-1)
     on_tool = (tool_mask == 0) & completion_mask.bool()
     on_model = (tool_mask == 1) & completion_mask.bool()
     assert on_tool.any() and on_model.any()
