@@ -20,6 +20,7 @@ from .arithmetic import arithmetic, arithmetic_capacity, check_arithmetic
 from .calculator import calculator_arithmetic, calculator_capacity, check_calculator
 from .code import check_code_functions, code_functions, code_functions_capacity
 from .countdown import check_countdown, countdown, countdown_capacity
+from .guess_number import check_guess_number, guess_number, guess_number_capacity
 from .reasoning_gym import ReasoningGymGenerator
 
 
@@ -33,6 +34,9 @@ class Generator:
     """Range checks a type cannot say, given every parameter (defaults filled in); raises FieldError."""
     count_distinct: Callable[..., int]
     """How many distinct rows the params allow, given every parameter (defaults filled in)."""
+    key: str = "question"
+    """The column that tells two rows apart: distinct within a split, never shared by the two splits (what
+    `exclude` holds)."""
 
     def check_params(self, params: Mapping[str, Any]) -> dict[str, Any]:
         """`params` checked against the annotations of `generate_rows`, then by `check`; raises FieldError
@@ -61,16 +65,16 @@ class Generator:
         return {name: p.default for name, p in signature.items()} | dict(params)
 
     def generate(
-        self, n: int, seed: int, exclude: set[str] | None = None, **params: Any
+        self, n: int, seed: int, exclude: set[Any] | None = None, **params: Any
     ) -> list[dict[str, Any]]:
         return self.generate_rows(n, seed, exclude=exclude, **params)
 
     def splits(
         self, train_size: int, eval_size: int, seed: int, **params: Any
     ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-        """A train split and a held-out eval split with no question in common."""
+        """A train split and a held-out eval split with no `key` (question, by default) in common."""
         eval_rows = self.generate(eval_size, seed=seed + 1_000_003, **params)
-        held_out = {row["question"] for row in eval_rows}
+        held_out = {row[self.key] for row in eval_rows}
         train_rows = self.generate(train_size, seed=seed, exclude=held_out, **params)
         return train_rows, eval_rows
 
@@ -96,6 +100,13 @@ GENERATORS: dict[str, Generator | ReasoningGymGenerator] = {
         columns=("question", "entry_point", "tests", "solution"),
         check=check_code_functions,
         count_distinct=code_functions_capacity,
+    ),
+    "guess_number": Generator(  # games for the guess_number environment: one question, distinct secrets
+        guess_number,
+        columns=("question", "secret"),
+        check=check_guess_number,
+        count_distinct=guess_number_capacity,
+        key="secret",
     ),
     "reasoning_gym": ReasoningGymGenerator(),  # any reasoning-gym task, or a weighted mix
 }
