@@ -47,12 +47,14 @@ def main(argv: list[str] | None = None) -> int:
         from grpo_recipes.evaluation.audit import (
             AuditInputError,
             audit,
+            check_auditable,
             format_report,
             load_rows,
             recipe_data,
         )
 
         try:
+            check_auditable(recipe)
             if args.data:
                 sources = [(args.data, load_rows(args.data, args.limit))]
             else:

@@ -50,6 +50,17 @@ class AuditInputError(ValueError):
     """The data to audit cannot be used (missing file, unsupported format, no rows)."""
 
 
+def check_auditable(recipe: Recipe) -> None:
+    """An environment's reward comes from the state of a rollout, not from a completion's text: there is no
+    ideal completion to write from a gold answer, so such a recipe is refused with that reason."""
+    names = [spec.name for spec in recipe.rewards] + [recipe.evaluation_reward.name]
+    if "environment_reward" in names:
+        raise AuditInputError(
+            f"{recipe.source}: environment_reward scores the state a rollout leaves in its environment, not a "
+            "text: the audit cannot write an ideal completion for it (tests/agents check the environments' rewards)"
+        )
+
+
 def load_rows(path: str | Path, limit: int | None = None) -> list[dict[str, Any]]:
     """The rows of a local .jsonl/.json/.parquet/.csv file, read as training reads a local dataset."""
     try:

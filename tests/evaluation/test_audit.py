@@ -333,3 +333,11 @@ def test_make_audit_passes_data_only_when_given():
 
     assert audit_command().split("audit_rewards.py", 1)[1].split() == ["--config", "recipes/default.yaml"]
     assert "--data rows.jsonl" in audit_command("DATA=rows.jsonl")
+
+
+def test_an_environment_reward_is_refused_with_the_reason():
+    """Its score is the state a rollout leaves, not a text: no ideal completion can be written for it."""
+    result = run_script("audit_rewards.py", "--config", "recipes/guess-number.yaml", timeout=120)
+    assert result.returncode == 2
+    assert "environment_reward scores the state a rollout leaves in its environment" in result.stderr
+    assert "FAILED" not in result.stdout
