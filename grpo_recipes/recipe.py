@@ -378,21 +378,44 @@ def _check_rewards(recipe: Recipe, source: str) -> None:
 
 def _check_tools(recipe: Recipe, source: str, base_dir: Path | None = None) -> None:
     """Tools, environment, chat template and warm-up: names resolve, params fit, the template parses calls."""
-    from .agents.environments import get_environment_class
+    from .agents.environments import get_environment_class, tool_methods
     from .agents.tools import ToolError, build_tool
 
+    names: dict[str, int] = {}
     for i, spec in enumerate(recipe.tools):
         _check_limits(source, f"tools[{i}]", spec)
         try:
-            build_tool(spec.name, spec.params)
+            name = build_tool(spec.name, spec.params).__name__
         except ToolError as err:
             raise RecipeError(source, join_key(f"tools[{i}]", err.key), err.problem) from None
+        if name in names:
+            raise RecipeError(
+                source,
+                f"tools[{i}].name",
+                f"tools[{names[name]}] is also called '{name}': the model could not tell them apart.",
+            )
+        names[name] = i
     if recipe.environment is not None:
         _check_limits(source, "environment", recipe.environment)
         try:
-            get_environment_class(recipe.environment.name, recipe.environment.params)
+            env_class, params = get_environment_class(recipe.environment.name, recipe.environment.params)
         except ToolError as err:
             raise RecipeError(source, join_key("environment", err.key), err.problem) from None
+        # One instance now, as TRL makes one when the trainer starts: its constructor's own checks of the
+        # params fail here, before any model loads.
+        try:
+            env_class(**params)
+        except Exception as err:  # noqa: BLE001 - whatever the user's constructor raises is a params problem
+            raise RecipeError(
+                source,
+                "environment.params",
+                f"{recipe.environment.name} could not be created: {type(err).__name__}: {err}",
+            ) from None
+        clash = sorted(set(names) & set(tool_methods(env_class)))
+        if clash:
+            raise RecipeError(
+                source, "tools", f"{', '.join(clash)} is both a tool and a method of the environment."
+            )
     if recipe.warmup is not None:
         if recipe.model.lora is not None:
             raise RecipeError(

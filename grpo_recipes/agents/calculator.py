@@ -3,7 +3,8 @@
 Only number literals, parentheses, unary ``+``/``-`` and the operators ``+ - * / // % **`` are accepted
 (``×``, ``÷`` and ``^`` are read as ``*``, ``/`` and ``**``). Every intermediate value is bounded, so no input
 makes it slow or huge: the expression is at most ``max_length`` characters, an exponent at most 64 in size,
-and a value at most 10**30.
+and a value (a number written in it or an intermediate result) at most 10**30. An expression nested deeper than
+Python can parse or walk is refused like any other.
 
 Example:
     >>> calculate("4817 + 2396 × 7"), calculate("2^10 / 8"), calculate("7 / 3")
@@ -15,6 +16,7 @@ from __future__ import annotations
 import ast
 import math
 import operator
+import re
 from collections.abc import Callable
 
 from .tools import ToolError, register_tool
@@ -35,6 +37,8 @@ MAX_EXPONENT = 64
 
 def _value(node: ast.AST) -> int | float:
     if isinstance(node, ast.Constant) and type(node.value) in (int, float):
+        if abs(node.value) > MAX_VALUE or not math.isfinite(node.value):
+            raise ToolError("", "a number in the expression is too large")
         return node.value
     if isinstance(node, ast.UnaryOp) and type(node.op) in _UNARY:
         return _UNARY[type(node.op)](_value(node.operand))
@@ -81,7 +85,10 @@ def calculate(expression: str, max_length: int = 200) -> str:
     """The value of an arithmetic `expression` as text; raises ToolError for anything else."""
     if not isinstance(expression, str):
         raise ToolError("", "the expression must be text, such as '12 * (3 + 4)'")
-    text = expression.replace("×", "*").replace("÷", "/").replace("^", "**").replace(",", "").strip()
+    text = expression.replace("×", "*").replace("÷", "/").replace("^", "**").strip()
+    text = re.sub(
+        r"(?<=\d),(?=\d{3}(?!\d))", "", text
+    )  # 1,234 -> 1234; any other comma stays (and is refused)
     if text.endswith("="):
         text = text[:-1]
     if not text:
@@ -90,12 +97,23 @@ def calculate(expression: str, max_length: int = 200) -> str:
         raise ToolError("", f"the expression is longer than {max_length} characters")
     try:
         tree = ast.parse(text, mode="eval")
-    except (SyntaxError, ValueError):
+        return format_number(_value(tree.body))
+    except (SyntaxError, ValueError) as err:
+        if isinstance(err, ToolError):
+            raise
         raise ToolError(
             "",
-            f"cannot read '{expression}' as arithmetic: write it with numbers and + - * / ( ), e.g. '(12 + 3) * 4'",
+            f"cannot read {_quoted(expression)} as arithmetic: write it with numbers and + - * / ( ), "
+            "e.g. '(12 + 3) * 4'",
         ) from None
-    return format_number(_value(tree.body))
+    except (RecursionError, MemoryError):  # possible only when a recipe raises max_length
+        raise ToolError("", "the expression is nested too deeply") from None
+
+
+def _quoted(expression: str, limit: int = 60) -> str:
+    """The expression on one line, cut to `limit` characters, for an error message."""
+    text = " ".join(expression.split())
+    return repr(text if len(text) <= limit else text[: limit - 3] + "...")
 
 
 @register_tool("calculator")

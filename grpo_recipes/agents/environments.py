@@ -23,6 +23,7 @@ Example:
 from __future__ import annotations
 
 import inspect
+import typing
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -129,10 +130,23 @@ def _guarded_method(name: str, method: Callable[..., Any], timeout: float, limit
         # Built per call: the guard binds the instance's own method (its signature has no `self`).
         return guard(bound, timeout_seconds=timeout, max_result_chars=limit, stats=stats)(*args, **kwargs)
 
+    # The annotations resolved where the method was written: `call` lives in this module, whose globals
+    # would not resolve a user's postponed annotations (`from __future__ import annotations`) such as
+    # Literal[...] when TRL renders the tool's schema.
+    try:
+        hints = typing.get_type_hints(method)
+    except Exception:  # noqa: BLE001 - left as written; get_json_schema says what it cannot read
+        hints = dict(getattr(method, "__annotations__", {}))
+    signature = inspect.signature(method)  # with `self`: a bound method's signature drops it
     call.__name__ = call.__qualname__ = name
     call.__doc__ = method.__doc__
-    call.__signature__ = inspect.signature(method)  # with `self`: a bound method's signature drops it
-    call.__annotations__ = dict(getattr(method, "__annotations__", {}))
+    call.__signature__ = signature.replace(
+        parameters=[
+            p.replace(annotation=hints.get(p.name, p.annotation)) for p in signature.parameters.values()
+        ],
+        return_annotation=hints.get("return", signature.return_annotation),
+    )
+    call.__annotations__ = hints
     return call
 
 
