@@ -1,10 +1,15 @@
-"""Shared fixtures: a tiny random model with SmolLM2's real tokenizer."""
+"""Shared fixtures: a tiny random model with SmolLM2's real tokenizer, and that tokenizer on its own (as it
+ships, and with TRL's Qwen2.5 template for the tool tests)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
+from support import REPO
+
+#: Where `make model` puts SmolLM2-135M-Instruct (its tokenizer is all the tokenizer fixtures need).
+SMOLLM2 = REPO / "models" / "SmolLM2-135M-Instruct"
 
 
 @pytest.fixture(scope="session")
@@ -17,3 +22,25 @@ def tiny_model(tmp_path_factory) -> Path:
     except FileNotFoundError as err:
         pytest.skip(str(err))
     return make_tiny_model(tmp_path_factory.mktemp("models") / "tiny", gguf)
+
+
+def _load_smollm2_tokenizer(request):
+    from transformers import AutoTokenizer
+
+    source = SMOLLM2 if (SMOLLM2 / "tokenizer.json").is_file() else request.getfixturevalue("tiny_model")
+    return AutoTokenizer.from_pretrained(source)
+
+
+@pytest.fixture(scope="session")
+def smollm2_tokenizer(request):
+    """SmolLM2's tokenizer with its own chat template (which has no tool support). Do not modify."""
+    return _load_smollm2_tokenizer(request)
+
+
+@pytest.fixture(scope="session")
+def qwen_tokenizer(request):
+    """SmolLM2's tokenizer with TRL's Qwen2.5 template and response parser, as `model.chat_template: qwen2_5`
+    sets them up. Do not modify."""
+    from grpo_recipes.agents.templates import apply_chat_template_choice
+
+    return apply_chat_template_choice(_load_smollm2_tokenizer(request), "qwen2_5")
