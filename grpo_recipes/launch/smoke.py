@@ -8,6 +8,8 @@ for a CPU (`--num_processes 2 --mixed_precision no`, no GPU visible: gloo), with
   replaced by a local sample with the same columns (`recipes/data/smoke/<owner>--<name>.jsonl`, made-up
   rows in the dataset's format), so that every recipe runs offline; a Hub dataset without one is an error
   naming the override to use;
+- a tool recipe's supervised warm-up cut to 2 steps on 4 demonstrations (the tools, the tool loop and the
+  warm-up itself still run);
 - generation by transformers, vLLM in each training process (colocate) or a vLLM server started here.
 
 Everything else (prompt, rewards, loss, LoRA or not) is the recipe's, so a broken config, reward or launcher
@@ -102,8 +104,13 @@ def smoke_overrides(
     port: int | None = None,
     lora: str = "recipe",
     processes: int = 2,
+    warmup: bool = False,
 ):
-    """The recipe overrides of a smoke run (see the module docstring)."""
+    """The recipe overrides of a smoke run (see the module docstring); `warmup`: the recipe has a warm-up.
+
+    >>> [o for o in smoke_overrides("/tmp/tiny", "/tmp/out", "hf", warmup=True) if o.startswith("warmup.")]
+    ['warmup.examples=4', 'warmup.max_steps=2', 'warmup.per_device_train_batch_size=2']
+    """
     overrides = [
         f"model.name_or_path={model}",
         "model.dtype=float32",
@@ -131,6 +138,8 @@ def smoke_overrides(
         "trainer.fp16=false",
         f"trainer.use_vllm={'false' if gen == 'hf' else 'true'}",
     ]
+    if warmup:
+        overrides += ["warmup.examples=4", "warmup.max_steps=2", "warmup.per_device_train_batch_size=2"]
     if lora == "on":
         overrides.append("model.lora={r: 8, alpha: 16, dropout: 0.0, target_modules: all-linear}")
     elif lora == "off":
@@ -222,7 +231,9 @@ def run_smoke(
     all_overrides = [
         *(overrides or []),
         *data_overrides,
-        *smoke_overrides(tiny, out, gen, port=port, lora=lora, processes=processes),
+        *smoke_overrides(
+            tiny, out, gen, port=port, lora=lora, processes=processes, warmup=recipe.warmup is not None
+        ),
     ]
     smoke_recipe = load_recipe(path, all_overrides)
 

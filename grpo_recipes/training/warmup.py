@@ -5,16 +5,21 @@ A small model rarely calls a tool on its own, so GRPO would have nothing to rein
 policy in place for `warmup.max_steps` steps on `warmup.examples` conversations built from the training rows
 (grpo_recipes.agents.demonstrations): the loss is on the assistant's tokens only (the calls and the answer),
 never on the prompt or the tool results. It is a plain loop on each process, with the same seed and data
-everywhere, before the trainer wraps the model, so it needs no collective and gives every process the same
-weights under DDP, ZeRO or FSDP; it trains all weights (no adapter), which suits the small models it is for.
+everywhere, before the trainer wraps the model, so it gives every process the same weights under DDP, ZeRO
+or FSDP; it trains all weights (no adapter), which suits the small models it is for. It needs no collective,
+except under ZeRO-3 with `zero3_init_flag`, where the model comes out of `from_pretrained` already partitioned
+(each process holds a shard of every weight): the weights are gathered for the warm-up and partitioned again
+after it (`full_weights`).
 A run resumed from a GRPO checkpoint skips it (the checkpoint holds the warmed-up weights).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
 import time
+from collections.abc import Iterator
 from typing import Any
 
 from ..agents.demonstrations import demonstration
@@ -83,6 +88,21 @@ def tokenize_demonstration(tokenizer, demo: dict[str, Any], tools: list | None, 
     return ids, labels
 
 
+@contextlib.contextmanager
+def full_weights(model) -> Iterator[None]:
+    """The model's whole weights for the block. Weights partitioned by ZeRO-3 (`ds_id`) are gathered on every
+    process (a collective: every process enters) and, after the block, partitioned again from process 0's
+    values, which are every process's (the same steps on the same data). Elsewhere it does nothing."""
+    partitioned = [p for p in model.parameters() if hasattr(p, "ds_id")]
+    if not partitioned:
+        yield
+        return
+    import deepspeed
+
+    with deepspeed.zero.GatheredParameters(partitioned, modifier_rank=0):
+        yield
+
+
 def run_warmup(recipe: Recipe, model, tokenizer, rows, toolset: Toolset, log=print) -> dict[str, Any]:
     """Train `model` in place on the demonstrations; returns a summary (steps, seconds, losses)."""
     import torch
@@ -104,34 +124,37 @@ def run_warmup(recipe: Recipe, model, tokenizer, rows, toolset: Toolset, log=pri
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     generator = random.Random(int(recipe.trainer.get("seed", 0)))
     torch.manual_seed(int(recipe.trainer.get("seed", 0)))
-    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=spec.learning_rate)
-    was_training = model.training
-    model.train()
-    order: list[int] = []
-    losses = []
-    start = time.time()
-    for step in range(spec.max_steps):
-        batch = []
-        for _ in range(spec.per_device_train_batch_size):
-            if not order:
-                order = list(range(len(examples)))
-                generator.shuffle(order)
-            batch.append(examples[order.pop()])
-        width = max(len(ids) for ids, _ in batch)
-        input_ids = torch.tensor([ids + [pad] * (width - len(ids)) for ids, _ in batch], device=device)
-        labels = torch.tensor([lab + [IGNORE] * (width - len(lab)) for _, lab in batch], device=device)
-        attention = torch.tensor(
-            [[1] * len(ids) + [0] * (width - len(ids)) for ids, _ in batch], device=device
+    with full_weights(model):
+        optimizer = torch.optim.AdamW(
+            [p for p in model.parameters() if p.requires_grad], lr=spec.learning_rate
         )
-        loss = model(input_ids=input_ids, attention_mask=attention, labels=labels).loss
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        losses.append(float(loss.detach()))
-        if step == 0 or (step + 1) % max(1, spec.max_steps // 6) == 0 or step + 1 == spec.max_steps:
-            log(f"  warm-up step {step + 1}/{spec.max_steps}: loss {losses[-1]:.4f}")
-    model.train(was_training)
-    del optimizer
+        was_training = model.training
+        model.train()
+        order: list[int] = []
+        losses = []
+        start = time.time()
+        for step in range(spec.max_steps):
+            batch = []
+            for _ in range(spec.per_device_train_batch_size):
+                if not order:
+                    order = list(range(len(examples)))
+                    generator.shuffle(order)
+                batch.append(examples[order.pop()])
+            width = max(len(ids) for ids, _ in batch)
+            input_ids = torch.tensor([ids + [pad] * (width - len(ids)) for ids, _ in batch], device=device)
+            labels = torch.tensor([lab + [IGNORE] * (width - len(lab)) for _, lab in batch], device=device)
+            attention = torch.tensor(
+                [[1] * len(ids) + [0] * (width - len(ids)) for ids, _ in batch], device=device
+            )
+            loss = model(input_ids=input_ids, attention_mask=attention, labels=labels).loss
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            losses.append(float(loss.detach()))
+            if step == 0 or (step + 1) % max(1, spec.max_steps // 6) == 0 or step + 1 == spec.max_steps:
+                log(f"  warm-up step {step + 1}/{spec.max_steps}: loss {losses[-1]:.4f}")
+        model.train(was_training)
+        del optimizer
     summary = {
         "examples": len(examples),
         "steps": spec.max_steps,

@@ -122,8 +122,16 @@ OTHER_RECIPES = [
 ]
 
 
+#: The tool recipe under ZeRO-2 and ZeRO-3, with each in-process back-end: its tool reaches TRL's tool loop on
+#: both processes, after its supervised warm-up (cut to 2 steps by the smoke run). The tiny random model
+#: calls no tool by itself: tests/training/test_tool_rounds.py scripts the calls.
+TOOL_RECIPES = [
+    ("calculator-cpu", dist, gen) for dist in ("zero2", "zero3") for gen in ("hf", "vllm-colocate")
+]
+
+
 def test_every_shipped_recipe_has_a_smoke_run_here():
-    covered = {"default", "gsm8k"} | {name for name, _, _ in OTHER_RECIPES}
+    covered = {"default", "gsm8k"} | {name for name, _, _ in OTHER_RECIPES + TOOL_RECIPES}
     assert covered == {path.stem for path in (REPO / "recipes").glob("*.yaml")}
 
 
@@ -134,6 +142,22 @@ def test_every_recipe_runs_distributed_offline(outputs, name, dist, gen):
     out, log = smoke(outputs, name, dist, gen, "recipe")
     lora = "on" if load_recipe(REPO / "recipes" / f"{name}.yaml").model.lora is not None else "off"
     check_run(out, log, dist, gen, lora)
+
+
+@pytest.mark.parametrize(
+    "name, dist, gen", TOOL_RECIPES, ids=[f"{name}-{dist}-{gen}" for name, dist, gen in TOOL_RECIPES]
+)
+def test_tool_recipe_runs_distributed_with_its_tools_after_its_warm_up(outputs, name, dist, gen):
+    out, log = smoke(outputs, name, dist, gen, "recipe")
+    info = check_run(out, log, dist, gen, "off")
+    # The warm-up ran on each process before GRPO, cut to 2 steps on 4 demonstrations.
+    assert info["warmup"]["steps"] == 2 and info["warmup"]["examples"] == 4
+    assert "warm-up: 4 demonstrations, 2 supervised steps" in log
+    # The trainer had the tool: TRL logs its call frequency only then, and the guard's counts are beside it.
+    history = [h for h in json.loads((out / "log_history.json").read_text()) if "reward" in h]
+    assert all("tools/call_frequency" in h and h["tools/timeouts"] == 0 for h in history)
+    resolved = (out / "resolved_recipe.yaml").read_text()
+    assert "name: calculator" in resolved and "chat_template: qwen2_5" in resolved
 
 
 def test_server_mode_trains_against_a_served_model_and_leaves_no_process(outputs):

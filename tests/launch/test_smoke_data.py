@@ -9,7 +9,13 @@ import sys
 import pytest
 from support import REPO
 
-from grpo_recipes.launch.smoke import is_hub_dataset, offline_data, run_without_exit_noise, smoke_sample
+from grpo_recipes.launch.smoke import (
+    is_hub_dataset,
+    offline_data,
+    run_without_exit_noise,
+    smoke_overrides,
+    smoke_sample,
+)
 from grpo_recipes.recipe import RecipeError, load_recipe
 from grpo_recipes.training.train import check
 
@@ -76,6 +82,19 @@ def test_local_training_rows_with_a_hub_held_out_split_hold_out_from_the_local_r
 def test_generated_and_local_recipes_need_nothing():
     assert offline_data(load_recipe(REPO / "recipes" / "default.yaml")) == ([], None)
     assert offline_data(load_recipe(REPO / "recipes" / "template.yaml")) == ([], None)
+
+
+def test_a_tool_recipes_warm_up_is_cut_to_two_steps_and_other_recipes_get_no_warm_up_keys():
+    path = REPO / "recipes" / "calculator-cpu.yaml"
+    recipe = load_recipe(path, smoke_overrides("/tmp/tiny", "/tmp/out", "hf", warmup=True))
+    assert (recipe.warmup.examples, recipe.warmup.max_steps, recipe.warmup.per_device_train_batch_size) == (
+        4,
+        2,
+        2,
+    )
+    assert recipe.warmup.calls == load_recipe(path).warmup.calls  # what it demonstrates stays the recipe's
+    assert [t.name for t in recipe.tools] == ["calculator"] and recipe.trainer["max_steps"] == 2
+    assert not [o for o in smoke_overrides("/tmp/tiny", "/tmp/out", "hf") if o.startswith("warmup")]
 
 
 def test_nanobind_exit_report_is_dropped_and_counted_and_everything_else_kept(capsys):
