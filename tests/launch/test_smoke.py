@@ -119,6 +119,8 @@ OTHER_RECIPES = [
     ("basic-arithmetic-cpu", "ddp", "vllm-colocate"),
     ("code", "zero2", "vllm-colocate"),  # a Hub dataset replaced by its sample; programs run in the sandbox
     ("code-cpu", "zero3", "hf"),
+    ("gsm8k-python", "zero2", "vllm-colocate"),  # the python tool's programs run in the sandbox
+    ("guess-number", "zero3", "hf"),  # an environment per rollout, scored by environment_reward
 ]
 
 
