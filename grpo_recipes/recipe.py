@@ -166,7 +166,8 @@ class ToolCallSpec:
 @dataclass
 class WarmupSpec:
     """A supervised warm-up before GRPO, in the same run: conversations that show the tool-call format, one
-    per training row (the calls made for real, the answer from the row), trained with TRL's SFTTrainer."""
+    per training row (the calls made for real, the answer from the row), trained by a plain supervised loop
+    (grpo_recipes.training.warmup)."""
 
     calls: list[ToolCallSpec]
     answer: str

@@ -60,9 +60,6 @@ class Toolset:
                     stats=stats,
                 )
             )
-        names = [tool.__name__ for tool in tools]
-        if len(set(names)) != len(names):
-            raise RecipeError(recipe.source, "tools", f"two tools have the same name ({', '.join(names)}).")
         factory = None
         if recipe.environment is not None:
             spec = recipe.environment

@@ -22,7 +22,8 @@ from rewards.base import Reward, _clean
 from rewards.registry import register
 
 
-def _outcome(environment: Any) -> float | None:
+def environment_outcome(environment: Any) -> float | None:
+    """The reward an environment gives (a finite float), or None when it has none or its get_reward() fails."""
     # A guarded environment (grpo_recipes.agents) keeps get_reward off its class, so that TRL adds no reward
     # of its own; it answers through _get_reward.
     getter = getattr(environment, "_get_reward", None) or getattr(environment, "get_reward", None)
@@ -46,4 +47,4 @@ class EnvironmentReward(Reward):
             raise ValueError(
                 f"environment_reward: {len(environments)} environments for {len(completions)} completions"
             )
-        return [_outcome(environment) for environment in environments]
+        return [environment_outcome(environment) for environment in environments]

@@ -150,12 +150,6 @@ def _guarded_method(name: str, method: Callable[..., Any], timeout: float, limit
     return call
 
 
-def environment_outcome(environment: Any) -> float | None:
-    """The reward an environment gives: a guarded instance's inner ``get_reward()``, or the object's own."""
-    getter = getattr(environment, "_get_reward", None) or getattr(environment, "get_reward", None)
-    return getter() if callable(getter) else None
-
-
 @register_environment("guess_number")
 class GuessNumber:
     """Guess a secret whole number: after each guess the environment says higher, lower or correct.

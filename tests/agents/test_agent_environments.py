@@ -17,8 +17,8 @@ from grpo_recipes.agents import (
     get_environment_class,
     register_environment,
 )
-from grpo_recipes.agents.environments import GuessNumber, environment_outcome, guarded_factory, tool_methods
-from rewards.environment import EnvironmentReward
+from grpo_recipes.agents.environments import GuessNumber, guarded_factory, tool_methods
+from rewards.environment import EnvironmentReward, environment_outcome
 
 
 @pytest.fixture
