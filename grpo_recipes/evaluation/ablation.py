@@ -1,0 +1,463 @@
+"""Sweeps: one recipe trained once per value of a setting and per seed, at an equal wall-clock budget.
+
+A sweep (`make ablate`, `scripts/ablate.py`) runs `scripts/train.py` one run at a time, each stopped by
+`--time-limit` after `budget_minutes` of training (or at the recipe's `max_steps`), each evaluated greedily on
+the same held-out problems. It then compares every value with the first one: held-out accuracy with its
+interval, and the paired difference on the same problems, pooled over seeds.
+
+A sweep is a small YAML file (`sweeps/*.yaml`), or the command line's `--key` and `--values`:
+
+    name: loss-type                  # the results go to <root>/loss-type/sweep.{json,md,png}
+    recipe: recipes/default.yaml
+    budget_minutes: 4                # training wall-clock per run (evaluation not counted)
+    seeds: 1                         # trainer.seed 0, 1, ... n-1 for every value
+    overrides: []                    # key.path=value overrides for every run
+    values:                          # the first is the reference of the paired differences
+      - {name: dapo, set: {}}        # `set`: dotted recipe keys and their values for this value's runs
+      - {name: grpo, set: {trainer.loss_type: grpo}}
+
+Runs are stored once under `<root>/runs/`, named by a hash of everything that decides them (the resolved
+recipe, the seed, the budget): a sweep interrupted half way resumes without redoing finished runs, and two
+sweeps that share a run (the recipe as it is, in most of them) train it once.
+
+Example:
+    >>> sweep = Sweep.from_values("recipes/default.yaml", "trainer.loss_type", "grpo,dr_grpo", seeds=1,
+    ...                           budget_minutes=4)
+    >>> [(value.name, value.overrides) for value in sweep.values]
+    [('grpo', ['trainer.loss_type=grpo']), ('dr_grpo', ['trainer.loss_type=dr_grpo'])]
+    >>> pooled_paired_difference({0: [1, 1, 0, 0]}, {0: [0, 1, 0, 1]})
+    {'difference': 0.0, 'low': -0.8002, 'high': 0.8002, 'pairs': 4, 'seeds': 1}
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ..recipe import RecipeError, load_recipe
+from .metrics import paired_difference, wilson_interval
+
+REPO = Path(__file__).resolve().parents[2]
+DEFAULT_ROOT = Path("outputs") / "ablate"
+
+
+class SweepError(ValueError):
+    """A sweep file or command line that cannot run: the message names the file, the key and why."""
+
+
+@dataclass(frozen=True)
+class SweepValue:
+    """One value of the swept setting: a name for the tables, and the recipe overrides that make it."""
+
+    name: str
+    overrides: list[str]
+
+
+@dataclass
+class Sweep:
+    name: str
+    recipe: Path
+    values: list[SweepValue]
+    seeds: int = 1
+    budget_minutes: float = 4.0
+    overrides: list[str] = field(default_factory=list)
+    """Overrides for every run (before each value's own)."""
+    source: str = "command line"
+
+    @classmethod
+    def from_values(
+        cls,
+        recipe: str | Path,
+        key: str,
+        values: str,
+        seeds: int = 1,
+        budget_minutes: float = 4.0,
+        overrides: Sequence[str] = (),
+    ) -> Sweep:
+        """The sweep of `key` over comma-separated `values` (each read as YAML, like any override)."""
+        names = [v.strip() for v in values.split(",") if v.strip()]
+        if not key or len(names) < 2:
+            raise SweepError(f"a sweep needs KEY and at least two VALUES, got KEY={key!r} VALUES={values!r}")
+        sweep = cls(
+            name=f"{Path(recipe).stem}-{key}",
+            recipe=Path(recipe),
+            values=[SweepValue(v, [f"{key}={v}"]) for v in names],
+            seeds=seeds,
+            budget_minutes=budget_minutes,
+            overrides=list(overrides),
+        )
+        sweep.check()
+        return sweep
+
+    @classmethod
+    def from_file(cls, path: str | Path, **replace: Any) -> Sweep:
+        """A sweep file; `replace` (recipe, seeds, budget_minutes) wins over the file's own values, and its
+        `overrides` are applied after the file's."""
+        path = Path(path)
+        try:
+            data = yaml.safe_load(path.read_text())
+        except (OSError, yaml.YAMLError) as err:
+            raise SweepError(f"{path}: cannot read the sweep: {err}".replace("\n", " ")) from None
+        allowed = {"name", "recipe", "values", "seeds", "budget_minutes", "overrides", "description"}
+        if not isinstance(data, dict) or not {"recipe", "values"} <= set(data):
+            raise SweepError(f"{path}: a sweep is a mapping with at least `recipe` and `values`")
+        if unknown := set(data) - allowed:
+            raise SweepError(
+                f"{path}: unknown key {sorted(unknown)[0]!r}; allowed: {', '.join(sorted(allowed))}"
+            )
+        values = []
+        for i, item in enumerate(data["values"] or []):
+            if not isinstance(item, dict) or set(item) - {"name", "set"} or "name" not in item:
+                raise SweepError(f"{path}: values.{i}: expected {{name: ..., set: {{key.path: value}}}}")
+            settings = item.get("set") or {}
+            if not isinstance(settings, dict):
+                raise SweepError(f"{path}: values.{i}.set: expected a mapping of key.path: value")
+            # JSON is YAML: each value reaches the recipe exactly as written here (strings, numbers, mappings).
+            values.append(
+                SweepValue(str(item["name"]), [f"{k}={json.dumps(v)}" for k, v in settings.items()])
+            )
+        recipe = Path(data["recipe"])
+        sweep = cls(
+            name=str(data.get("name") or path.stem),
+            recipe=recipe if recipe.is_absolute() or recipe.exists() else REPO / recipe,
+            values=values,
+            seeds=int(data.get("seeds", 1)),
+            budget_minutes=float(data.get("budget_minutes", 4.0)),
+            overrides=[str(o) for o in data.get("overrides") or []],
+            source=str(path),
+        )
+        for key, value in replace.items():
+            if key == "overrides":  # after the file's own: on the same key the command line wins
+                sweep.overrides += list(value or [])
+            elif key == "recipe" and value is not None:
+                sweep.recipe = Path(value)
+            elif value is not None:
+                setattr(sweep, key, value)
+        sweep.check()
+        return sweep
+
+    def check(self) -> None:
+        """Every run's recipe loads and validates (before any model does); names are distinct."""
+        if len(self.values) < 2:
+            raise SweepError(f"{self.source}: a sweep needs at least two values")
+        names = [value.name for value in self.values]
+        if len(set(names)) != len(names):
+            raise SweepError(f"{self.source}: value names repeat: {names}")
+        if self.seeds < 1 or self.budget_minutes <= 0:
+            raise SweepError(f"{self.source}: need seeds >= 1 and budget_minutes > 0")
+        for value in self.values:
+            try:
+                load_recipe(self.recipe, self.overrides + value.overrides)
+            except RecipeError as err:
+                raise SweepError(f"{self.source}: value {value.name!r}: {err}") from None
+
+    def runs(self, root: Path) -> list[Run]:
+        """Every (value, seed) run, values in order, each with its folder under `root/runs/`."""
+        return [Run.plan(self, value, seed, root) for value in self.values for seed in range(self.seeds)]
+
+
+@dataclass
+class Run:
+    value: SweepValue
+    seed: int
+    overrides: list[str]
+    """Everything passed to train.py after the recipe (the sweep's, the value's, the seed)."""
+    folder: Path
+    budget_minutes: float
+    recipe: Path
+
+    @classmethod
+    def plan(cls, sweep: Sweep, value: SweepValue, seed: int, root: Path) -> Run:
+        overrides = [*sweep.overrides, *value.overrides, f"trainer.seed={seed}"]
+        resolved = load_recipe(sweep.recipe, overrides).to_dict()
+        resolved.get("trainer", {}).pop("output_dir", None)
+        identity = json.dumps({"recipe": resolved, "budget": sweep.budget_minutes}, sort_keys=True)
+        digest = hashlib.sha256(identity.encode()).hexdigest()[:10]
+        existing = sorted((root / "runs").glob(f"*-{digest}"))
+        what = "-".join(o.replace('"', "") for o in value.overrides) or "as-is"
+        slug = re.sub(r"[^\w.=-]+", "_", f"{sweep.recipe.stem}-{what}")[:80] + f"-seed{seed}"
+        folder = existing[0] if existing else root / "runs" / f"{slug}-{digest}"
+        return cls(value, seed, overrides, folder, sweep.budget_minutes, sweep.recipe)
+
+    @property
+    def finished(self) -> bool:
+        return (self.folder / "summary.json").is_file() and (self.folder / "eval_after.json").is_file()
+
+    def command(self) -> list[str]:
+        return [
+            sys.executable,
+            str(REPO / "scripts" / "train.py"),
+            "--config",
+            str(self.recipe),
+            "--no-resume",
+            "--time-limit",
+            f"{self.budget_minutes:g}",
+            *self.overrides,
+            f"trainer.output_dir={self.folder}",
+        ]
+
+    def execute(self, log: Callable[[str], None] = print) -> None:
+        """Train and evaluate; the console output also goes to `<folder>.log`. An unfinished earlier attempt
+        is moved aside, never deleted."""
+        if self.folder.exists():
+            aside = self.folder.with_name(f"{self.folder.name}.unfinished-{time.strftime('%Y%m%d-%H%M%S')}")
+            shutil.move(str(self.folder), aside)
+            log(f"moved an unfinished earlier attempt to {aside}")
+        self.folder.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.folder.with_name(self.folder.name + ".log"), "w") as out:
+            process = subprocess.Popen(
+                self.command(), cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+            )
+            assert process.stdout is not None
+            for line in process.stdout:
+                out.write(line)
+                sys.stdout.write(line)
+            if process.wait() != 0:
+                raise SweepError(f"run {self.folder} failed (exit {process.returncode}); see {out.name}")
+
+
+def measure(folder: Path) -> dict[str, Any]:
+    """The figures of one finished run folder: steps, wall time, held-out accuracy (and its per-problem
+    verdicts), zero-gradient and zero-variance shares, completion length, completions generated."""
+    summary = json.loads((folder / "summary.json").read_text())
+    after = json.loads((folder / "eval_after.json").read_text())
+    history = json.loads((folder / "log_history.json").read_text())
+    steps = [h for h in history if "grad_norm" in h]
+    trainer = yaml.safe_load((folder / "resolved_recipe.yaml").read_text()).get("trainer", {})
+
+    def average(key: str) -> float | None:
+        values = [h[key] for h in steps if key in h]
+        return sum(values) / len(values) if values else None
+
+    per_step = trainer.get("per_device_train_batch_size", 8) * trainer.get("gradient_accumulation_steps", 1)
+    if any("groups_generated" in h for h in steps):  # dynamic sampling: extra rounds generate more
+        generated = round(sum(h["groups_generated"] for h in steps)) * trainer.get("num_generations", 8)
+    else:
+        generated = (
+            len(steps) * per_step * json.loads((folder / "run_info.json").read_text()).get("world_size", 1)
+        )
+    return {
+        "steps": summary["global_step"],
+        "train_seconds": summary["train_seconds"],
+        "accuracy_before": (summary.get("before") or {}).get("accuracy"),
+        "accuracy_after": after["accuracy"],
+        "correct": after["correct_by_problem"],
+        "zero_gradient_steps": sum(h["grad_norm"] == 0 for h in steps) / max(1, len(steps)),
+        # TRL's frac_reward_zero_std is the share of groups with equal rewards, except under
+        # scale_rewards: batch, where it says whether the whole batch's rewards were equal.
+        "zero_variance_groups": None
+        if trainer.get("scale_rewards") == "batch"
+        else average("frac_reward_zero_std"),
+        "mean_completion_length": average("completions/mean_length"),
+        "completions_generated": generated,
+        "reward": [h.get("reward") for h in steps],
+        "final_level": next(
+            (h["curriculum/level"] for h in reversed(steps) if "curriculum/level" in h), None
+        ),
+    }
+
+
+def pooled_paired_difference(
+    new: dict[int, Sequence[float]], reference: dict[int, Sequence[float]]
+) -> dict[str, float]:
+    """The paired difference `new - reference` on the same problems, pooled over the seeds both have.
+
+    Each problem's verdict is first averaged over seeds (so a problem counts once, whatever the number of
+    seeds); the interval is then `paired_difference`'s, over problems.
+    """
+    seeds = sorted(set(new) & set(reference))
+    if not seeds:
+        raise ValueError("no seed in common")
+    mean_new = [sum(col) / len(seeds) for col in zip(*(new[s] for s in seeds), strict=True)]
+    mean_ref = [sum(col) / len(seeds) for col in zip(*(reference[s] for s in seeds), strict=True)]
+    return paired_difference(mean_new, mean_ref) | {"pairs": len(mean_new), "seeds": len(seeds)}
+
+
+def summarize(sweep: Sweep, results: dict[str, dict[int, dict[str, Any]]]) -> dict[str, Any]:
+    """Per value (over its finished seeds): means of the run figures, pooled accuracy with its Wilson
+    interval, and the pooled paired difference against the first value, with whether its interval excludes 0."""
+    reference = sweep.values[0].name
+    rows = []
+    for value in sweep.values:
+        runs = results.get(value.name, {})
+        if not runs:
+            rows.append({"value": value.name, "runs": 0})
+            continue
+
+        def mean_of(key: str, runs=runs) -> float | None:
+            values = [r[key] for r in runs.values() if r.get(key) is not None]
+            return sum(values) / len(values) if values else None
+
+        correct = sum(sum(r["correct"]) for r in runs.values())
+        total = sum(len(r["correct"]) for r in runs.values())
+        low, high = wilson_interval(correct, total)
+        row = {
+            "value": value.name,
+            "overrides": value.overrides,
+            "runs": len(runs),
+            "seeds": sorted(runs),
+            "accuracy": correct / total,
+            "interval": [round(low, 4), round(high, 4)],
+            **{
+                key: mean_of(key)
+                for key in (
+                    "steps",
+                    "train_seconds",
+                    "accuracy_before",
+                    "zero_gradient_steps",
+                    "zero_variance_groups",
+                    "mean_completion_length",
+                    "completions_generated",
+                    "final_level",
+                )
+            },
+        }
+        if value.name != reference and results.get(reference):
+            paired = pooled_paired_difference(
+                {s: r["correct"] for s, r in runs.items()},
+                {s: r["correct"] for s, r in results[reference].items()},
+            )
+            row["paired_difference"] = paired
+            row["verdict"] = "real" if paired["low"] > 0 or paired["high"] < 0 else "noise"
+        rows.append(row)
+    return {
+        "sweep": sweep.name,
+        "recipe": str(sweep.recipe),
+        "budget_minutes": sweep.budget_minutes,
+        "seeds": sweep.seeds,
+        "overrides": sweep.overrides,
+        "reference": reference,
+        "rows": rows,
+    }
+
+
+def _percent(value: float | None, signed: bool = False) -> str:
+    return "—" if value is None else f"{value:+.1%}" if signed else f"{value:.1%}"
+
+
+def markdown(table: dict[str, Any]) -> str:
+    """The sweep's table: one row per value."""
+    header = [
+        "value",
+        "runs",
+        "steps",
+        "s/step",
+        "held-out accuracy [95 %]",
+        f"vs {table['reference']} [paired 95 %]",
+        "zero-gradient steps",
+        "all-equal groups",
+        "mean length",
+    ]
+    lines = [
+        f"Sweep `{table['sweep']}` on `{table['recipe']}`: {table['budget_minutes']:g} min of training per run, "
+        f"{table['seeds']} seed(s) per value"
+        + (f", with {' '.join(table['overrides'])}" if table["overrides"] else ""),
+        "",
+        "| " + " | ".join(header) + " |",
+        "|" + "|".join("---" for _ in header) + "|",
+    ]
+    for row in table["rows"]:
+        if not row["runs"]:
+            lines.append(f"| {row['value']} | 0 |" + " — |" * (len(header) - 2))
+            continue
+        paired = row.get("paired_difference")
+        difference = (
+            f"{paired['difference']:+.1%} [{paired['low']:+.1%}, {paired['high']:+.1%}] {row['verdict']}"
+            if paired
+            else "reference"
+        )
+        cells = [
+            row["value"],
+            str(row["runs"]),
+            f"{row['steps']:.0f}",
+            f"{row['train_seconds'] / max(1, row['steps']):.1f}",
+            f"{row['accuracy']:.1%} [{row['interval'][0]:.1%}, {row['interval'][1]:.1%}]",
+            difference,
+            _percent(row["zero_gradient_steps"]),
+            _percent(row["zero_variance_groups"]),
+            "—" if row["mean_completion_length"] is None else f"{row['mean_completion_length']:.1f}",
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def plot(table: dict[str, Any], results: dict[str, dict[int, dict[str, Any]]], path: Path) -> Path:
+    """Held-out accuracy per value with its interval, and the training reward per step of each value."""
+    from .report import _pyplot, moving_average, smoothing_window
+
+    plt = _pyplot()
+    rows = [row for row in table["rows"] if row["runs"]]
+    figure, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+    names = [row["value"] for row in rows]
+    accuracy = [row["accuracy"] for row in rows]
+    errors = [
+        [a - row["interval"][0] for a, row in zip(accuracy, rows, strict=True)],
+        [row["interval"][1] - a for a, row in zip(accuracy, rows, strict=True)],
+    ]
+    left.bar(names, accuracy, yerr=errors, capsize=4, color="tab:blue")
+    left.set_ylabel("held-out accuracy (greedy), 95 % interval")
+    left.set_ylim(0, 1)
+    left.tick_params(axis="x", rotation=20)
+    for row in rows:
+        curves = [r["reward"] for r in results[row["value"]].values()]
+        length = min(len(c) for c in curves)
+        if length == 0:
+            continue
+        mean = [sum(c[i] or 0 for c in curves) / len(curves) for i in range(length)]
+        right.plot(range(1, length + 1), moving_average(mean, smoothing_window(length)), label=row["value"])
+    right.set_xlabel("optimizer step")
+    right.set_ylabel("training reward (moving average)")
+    right.legend(fontsize=8)
+    figure.suptitle(f"{table['sweep']}: {table['budget_minutes']:g} min of training per run")
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+    return path
+
+
+def run_sweep(
+    sweep: Sweep, root: Path = DEFAULT_ROOT, report_only: bool = False, log=print
+) -> dict[str, Any]:
+    """Run what is not finished yet (one run at a time), then write `<root>/<name>/sweep.{json,md,png}`."""
+    root = Path(root)
+    runs = sweep.runs(root)
+    for i, run in enumerate(runs, 1):
+        if run.finished:
+            log(f"[{i}/{len(runs)}] {run.value.name}, seed {run.seed}: finished earlier ({run.folder})")
+        elif not report_only:
+            log(f"\n[{i}/{len(runs)}] {run.value.name}, seed {run.seed}: {' '.join(run.command()[2:])}")
+            run.execute(log)
+    results: dict[str, dict[int, dict[str, Any]]] = {}
+    for run in runs:
+        if run.finished:
+            results.setdefault(run.value.name, {})[run.seed] = measure(run.folder) | {
+                "folder": str(run.folder)
+            }
+    table = summarize(sweep, results)
+    table["runs"] = {
+        name: {
+            seed: {k: v for k, v in r.items() if k not in ("correct", "reward")}
+            for seed, r in by_seed.items()
+        }
+        for name, by_seed in results.items()
+    }
+    out = root / sweep.name
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "sweep.json").write_text(json.dumps(table, indent=2) + "\n")
+    text = markdown(table)
+    (out / "sweep.md").write_text(text)
+    picture = plot(table, results, out / "sweep.png") if results else None
+    log("\n" + text)
+    log(f"written: {out / 'sweep.json'}, {out / 'sweep.md'}" + (f", {picture}" if picture else ""))
+    return table

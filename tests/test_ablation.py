@@ -1,0 +1,198 @@
+"""make ablate: sweep files and command lines checked before anything trains, the paired arithmetic on
+hand-made verdicts, and a real sweep of a tiny model through make (files written, finished runs kept)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+from support import REPO, tiny_recipe, write_recipe
+
+from grpo_recipes.evaluation.ablation import (
+    DEFAULT_ROOT,
+    Sweep,
+    SweepError,
+    SweepValue,
+    markdown,
+    measure,
+    pooled_paired_difference,
+    summarize,
+)
+
+SWEEPS = sorted((REPO / "sweeps").glob("*.yaml"))
+
+
+def test_pooled_paired_difference_averages_each_problem_over_seeds_first():
+    new = {0: [1, 1, 0, 0], 1: [1, 0, 0, 1]}
+    reference = {0: [0, 1, 0, 0], 1: [0, 0, 0, 1]}
+    # Per problem over the two seeds: new 1, .5, 0, .5 and reference 0, .5, 0, .5, so d = 1, 0, 0, 0:
+    # mean .25, sd .5, half-width 1.96 x .5 / sqrt(4) = .49.
+    assert pooled_paired_difference(new, reference) == {
+        "difference": 0.25,
+        "low": -0.24,
+        "high": 0.74,
+        "pairs": 4,
+        "seeds": 2,
+    }
+
+
+def test_pooled_paired_difference_uses_only_the_seeds_both_sides_have():
+    new = {0: [1, 1, 1, 1], 1: [0, 0, 0, 0]}
+    assert pooled_paired_difference(new, {0: [0, 0, 0, 0]})["difference"] == 1.0
+    assert pooled_paired_difference(new, {1: [0, 0, 0, 0]})["difference"] == 0.0
+    with pytest.raises(ValueError, match="no seed in common"):
+        pooled_paired_difference(new, {2: [0, 0, 0, 0]})
+
+
+def _figures(correct: list[int], steps: int = 10) -> dict:
+    return {
+        "steps": steps,
+        "train_seconds": 5.0 * steps,
+        "accuracy_before": 0.5,
+        "accuracy_after": sum(correct) / len(correct),
+        "correct": correct,
+        "zero_gradient_steps": 0.1,
+        "zero_variance_groups": 0.25,
+        "mean_completion_length": 12.0,
+        "completions_generated": 8 * steps,
+        "reward": [0.5] * steps,
+        "final_level": None,
+    }
+
+
+def _sweep(*names: str) -> Sweep:
+    values = [SweepValue(name, [] if i == 0 else [f"trainer.seed={i}"]) for i, name in enumerate(names)]
+    return Sweep(name="hand-made", recipe=Path("recipes/default.yaml"), values=values)
+
+
+def test_summary_verdicts_against_the_first_value():
+    n = 100
+    results = {
+        "reference": {0: _figures([0] * n)},
+        "much better": {0: _figures([1] * 60 + [0] * 40)},  # +60 %, paired interval far from 0
+        "same": {0: _figures([1] * 2 + [0] * 98)},  # +2 %: the interval includes 0
+        "not run": {},
+    }
+    table = summarize(_sweep(*results), results)
+    rows = {row["value"]: row for row in table["rows"]}
+    assert rows["reference"]["accuracy"] == 0 and "paired_difference" not in rows["reference"]
+    assert rows["much better"]["paired_difference"]["difference"] == 0.6
+    assert rows["much better"]["verdict"] == "real"
+    assert rows["same"]["verdict"] == "noise"
+    assert rows["same"]["paired_difference"]["low"] < 0 < rows["same"]["paired_difference"]["high"]
+    assert rows["not run"]["runs"] == 0
+    low, high = rows["much better"]["interval"]
+    assert low < 0.6 < high
+    text = markdown(table)
+    assert "| much better | 1 | 10 | 5.0 | 60.0% [" in text
+    assert "+60.0% [" in text and "real" in text and "| not run | 0 |" in text
+
+
+def test_sweep_from_values_and_its_errors():
+    sweep = Sweep.from_values("recipes/default.yaml", "trainer.temperature", "0.5, 0.7", budget_minutes=2)
+    assert [v.overrides for v in sweep.values] == [["trainer.temperature=0.5"], ["trainer.temperature=0.7"]]
+    assert sweep.name == "default-trainer.temperature"
+    with pytest.raises(SweepError, match="at least two VALUES"):
+        Sweep.from_values("recipes/default.yaml", "trainer.temperature", "0.5")
+    with pytest.raises(SweepError, match="at least two VALUES"):
+        Sweep.from_values("recipes/default.yaml", "", "1,2")
+    with pytest.raises(SweepError, match=r"value 'x'.*trainer\.not_a_setting"):
+        Sweep.from_values("recipes/default.yaml", "trainer.not_a_setting", "x,y")
+
+
+def test_sweep_file_errors_name_the_file_and_the_key(tmp_path):
+    def sweep_file(data) -> Path:
+        path = tmp_path / "s.yaml"
+        path.write_text(yaml.safe_dump(data))
+        return path
+
+    good = {"recipe": "recipes/default.yaml", "values": [{"name": "a", "set": {}}, {"name": "b", "set": {}}]}
+    with pytest.raises(SweepError, match=r"s\.yaml: unknown key 'budget'"):
+        Sweep.from_file(sweep_file(good | {"budget": 3}))
+    with pytest.raises(SweepError, match=r"values\.1: expected"):
+        Sweep.from_file(sweep_file(good | {"values": [{"name": "a"}, {"set": {}}]}))
+    with pytest.raises(SweepError, match="names repeat"):
+        Sweep.from_file(sweep_file(good | {"values": [{"name": "a"}, {"name": "a"}]}))
+    with pytest.raises(SweepError, match=r"value 'b'.*learning_rat"):
+        Sweep.from_file(
+            sweep_file(good | {"values": [{"name": "a"}, {"name": "b", "set": {"trainer.learning_rat": 1}}]})
+        )
+    with pytest.raises(SweepError, match="at least `recipe` and `values`"):
+        Sweep.from_file(sweep_file({"values": []}))
+
+
+@pytest.mark.parametrize("path", SWEEPS, ids=[p.stem for p in SWEEPS])
+def test_every_shipped_sweep_loads_and_names_its_command(path):
+    sweep = Sweep.from_file(path)
+    runs = sweep.runs(DEFAULT_ROOT)
+    assert len(runs) == len(sweep.values) * sweep.seeds
+    assert len({run.folder for run in runs}) == len(runs)  # no two values make the same run
+    assert f"make ablate SWEEP=sweeps/{path.name}" in path.read_text() or path.stem == "dynamic-sampling"
+
+
+def test_runs_with_the_same_settings_share_one_folder_across_sweeps():
+    loss = Sweep.from_file(REPO / "sweeps" / "loss-type.yaml").runs(DEFAULT_ROOT)[0]
+    rate = Sweep.from_file(REPO / "sweeps" / "learning-rate.yaml").runs(DEFAULT_ROOT)[0]
+    assert loss.folder == rate.folder  # the recipe as it is: trained once for both sweeps
+    other = Sweep.from_file(REPO / "sweeps" / "learning-rate.yaml", budget_minutes=1).runs(DEFAULT_ROOT)[0]
+    assert other.folder != rate.folder  # a different budget is a different run
+
+
+def ablate(*args: str) -> subprocess.CompletedProcess:
+    command = ["make", "--no-print-directory", "-o", "setup", "-o", "model", "ablate", *args]
+    result = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return result
+
+
+@pytest.mark.slow
+def test_tiny_sweep_writes_its_files_and_resumes_without_redoing_finished_runs(tmp_path, tiny_model):
+    recipe = write_recipe(tmp_path / "tiny.yaml", tiny_recipe(tiny_model, tmp_path / "unused"))
+    root = tmp_path / "ablate"
+    # ARGS' --config comes after the Makefile's own (recipes/default.yaml), so the tiny recipe wins.
+    args = [
+        "KEY=trainer.learning_rate",
+        "VALUES=1e-4,5e-4",
+        "SEEDS=1",
+        "BUDGET=5",
+        f"ARGS=--config {recipe} --root {root}",
+    ]
+    first = ablate(*args)
+    table = json.loads((root / "tiny-trainer.learning_rate" / "sweep.json").read_text())
+    assert [row["value"] for row in table["rows"]] == ["1e-4", "5e-4"]
+    for row in table["rows"]:
+        assert row["runs"] == 1 and row["steps"] == 2 and 0 <= row["accuracy"] <= 1
+        assert row["interval"][0] <= row["accuracy"] <= row["interval"][1]
+        assert 0 <= row["zero_gradient_steps"] <= 1 and row["mean_completion_length"] > 0
+    paired = table["rows"][1]["paired_difference"]
+    assert paired["low"] <= paired["difference"] <= paired["high"] and paired["pairs"] == 8
+    assert table["rows"][1]["verdict"] in ("real", "noise")
+    folders = sorted(p for p in (root / "runs").iterdir() if p.is_dir())
+    assert len(folders) == 2 and all((f / "summary.json").is_file() for f in folders)
+    assert all(f.with_name(f.name + ".log").is_file() for f in folders)
+    # Per-problem verdicts of the runs are what the paired difference was computed from.
+    by_value = {
+        row["value"]: measure(Path(table["runs"][row["value"]]["0"]["folder"])) for row in table["rows"]
+    }
+    expected = pooled_paired_difference({0: by_value["5e-4"]["correct"]}, {0: by_value["1e-4"]["correct"]})
+    assert paired == expected
+    assert (root / "tiny-trainer.learning_rate" / "sweep.png").stat().st_size > 0
+    assert "| 5e-4 | 1 | 2 |" in (root / "tiny-trainer.learning_rate" / "sweep.md").read_text()
+    assert "[1/2]" in first.stdout and "held-out accuracy after training" in first.stdout
+
+    # Again: nothing trains. Then one run's results are lost (as if interrupted): only that one runs again.
+    kept = {f: (f / "summary.json").stat().st_mtime for f in folders}
+    again = ablate(*args)
+    assert again.stdout.count("finished earlier") == 2 and "held-out accuracy after" not in again.stdout
+    assert {f: (f / "summary.json").stat().st_mtime for f in folders} == kept
+    (folders[1] / "summary.json").unlink()
+    third = ablate(*args)
+    assert (
+        third.stdout.count("finished earlier") == 1 and "moved an unfinished earlier attempt" in third.stdout
+    )
+    assert (folders[0] / "summary.json").stat().st_mtime == kept[folders[0]]
+    assert (folders[1] / "summary.json").is_file()
+    assert len(list((root / "runs").glob("*.unfinished-*"))) == 1
