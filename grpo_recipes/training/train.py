@@ -142,8 +142,14 @@ def check(recipe: Recipe, load_data: bool = True, log=print) -> None:
                 f"could not load: {type(err).__name__}: {err} (offline? set dataset.path to a local file)",
             ) from None
         log(splits.describe())
-        log(f"first prompt: {splits.train[0]['prompt']!r}")
-        log(f"its solution: {splits.train[0]['solution']!r}")
+        rows = splits.train
+        if recipe.curriculum is not None:
+            rows = splits.level_rows(recipe.curriculum.start)
+            log(
+                f"curriculum: starts at level {recipe.curriculum.start} of 0-{len(recipe.curriculum.levels) - 1}"
+            )
+        log(f"first prompt: {rows[0]['prompt']!r}")
+        log(f"its solution: {rows[0]['solution']!r}")
         if recipe.uses_tools:
             _check_tools(recipe, splits.train, log)
     log(f"rewards: {', '.join(f'{s.name} (weight {s.weight})' for s in recipe.rewards)}")
