@@ -17,8 +17,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .recipe import LOCAL_DATA_SUFFIXES, DatasetSpec, PromptSpec, Recipe, check_columns
-from .tasks import GENERATORS
+from .recipe import (
+    LOCAL_DATA_SUFFIXES,
+    CurriculumSpec,
+    DatasetSpec,
+    PromptSpec,
+    Recipe,
+    RecipeError,
+    check_columns,
+)
+from .tasks import GENERATORS, HELD_OUT_SEED_OFFSET
 
 Prompt = str | list[dict[str, str]]
 
@@ -126,10 +134,46 @@ def data_sources(spec: DatasetSpec) -> tuple[DataSource, DataSource | None]:
     return train, None
 
 
-def generated_rows(spec: DatasetSpec) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """The training and held-out rows of the recipe's `dataset.generator`."""
+#: Seed offset between the pools of two curriculum levels (level 0's pool uses the generator's seed itself).
+LEVEL_SEED_OFFSET = 7_919
+
+
+def generated_rows(
+    spec: DatasetSpec, curriculum: CurriculumSpec | None = None, source: str = "recipe"
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The training and held-out rows of the recipe's `dataset.generator`.
+
+    With a `curriculum`, the training rows are one pool per level, in level order: `train_size` rows of that
+    level's params each (seed: the generator's plus `LEVEL_SEED_OFFSET` per level), none with a held-out
+    question, each row tagged with its `curriculum_level` and its place in the pool (`curriculum_row`). The
+    held-out rows keep the base params: they measure the task itself.
+
+    >>> from grpo_recipes.recipe import CurriculumSpec, GeneratorSpec
+    >>> spec = DatasetSpec(generator=GeneratorSpec("arithmetic", 4, 3, params={"max_ops": 1}))
+    >>> train, held_out = generated_rows(spec, CurriculumSpec(levels=[{"max_operand": 3}, {}]))
+    >>> [row["curriculum_level"] for row in train], len(held_out)
+    ([0, 0, 0, 0, 1, 1, 1, 1], 3)
+    """
     gen = spec.generator
-    return GENERATORS[gen.name].splits(gen.train_size, gen.eval_size, gen.seed, **gen.params)
+    generator = GENERATORS[gen.name]
+    if curriculum is None:
+        return generator.splits(gen.train_size, gen.eval_size, gen.seed, **gen.params)
+    held_out = generator.generate(gen.eval_size, seed=gen.seed + HELD_OUT_SEED_OFFSET, **gen.params)
+    key = getattr(generator, "key", "question")
+    exclude = {row[key] for row in held_out}
+    train: list[dict[str, Any]] = []
+    for level in range(len(curriculum.levels)):
+        params = curriculum.level_params(gen.params, level)
+        try:
+            rows = generator.generate(
+                gen.train_size, seed=gen.seed + LEVEL_SEED_OFFSET * level, exclude=exclude, **params
+            )
+        except ValueError as err:
+            raise RecipeError(
+                source, f"curriculum.levels.{level}", f"{err} (no level has the held-out questions)"
+            ) from None
+        train += [{**row, "curriculum_level": level, "curriculum_row": i} for i, row in enumerate(rows)]
+    return train, held_out
 
 
 def peek_columns(recipe: Recipe, held_out: bool = False) -> list[str] | None:
@@ -159,6 +203,13 @@ class Splits:
     """Rows taken out of the training data for evaluation, when the recipe names no held-out data."""
     rows_before_hold_out: int = 0
     """The training data's rows before any were held out."""
+    level_bounds: list[tuple[int, int]] | None = None
+    """With a curriculum: each level's pool of training rows, as (first row, end) in `train`, easy to hard."""
+
+    def level_rows(self, level: int) -> Any:
+        """The training rows of one curriculum level's pool."""
+        first, end = self.level_bounds[level]
+        return self.train.select(range(first, end))
 
     def describe(self) -> str:
         """The log line about the data: row counts, and where held-out rows came out of the training data.
@@ -173,6 +224,8 @@ class Splits:
                 f"{self.held_out_of_train} of its {self.rows_before_hold_out} rows, a fifth at most, are held "
                 "out of training for evaluation)"
             )
+        if self.level_bounds:
+            line += f" ({len(self.level_bounds)} curriculum levels of {self.level_bounds[0][1]} rows each)"
         return line
 
 
@@ -187,8 +240,9 @@ def load_splits(recipe: Recipe) -> Splits:
 
     spec = recipe.dataset
     eval_set = None
+    curriculum = recipe.curriculum
     if spec.generator is not None:
-        train_rows, eval_rows = generated_rows(spec)
+        train_rows, eval_rows = generated_rows(spec, curriculum, recipe.source)
         train, eval_set = datasets.Dataset.from_list(train_rows), datasets.Dataset.from_list(eval_rows)
     else:
         train_source, held_out_source = data_sources(spec)
@@ -199,6 +253,17 @@ def load_splits(recipe: Recipe) -> Splits:
             check_columns(recipe, eval_set.column_names, held_out=True)
 
     check_columns(recipe, train.column_names)
+    if curriculum is not None:  # the pools stay in level order; each is already in random order
+        pool = len(train) // len(curriculum.levels)
+        size = min(pool, spec.max_train_samples or pool)
+        train = train.select(
+            [level * pool + i for level in range(len(curriculum.levels)) for i in range(size)]
+        )
+        return Splits(
+            train=with_prompts(train, recipe.prompt),
+            eval=_held_out(recipe, eval_set),
+            level_bounds=[(level * size, (level + 1) * size) for level in range(len(curriculum.levels))],
+        )
     if spec.shuffle_seed is not None:
         train = train.shuffle(seed=spec.shuffle_seed)
     held, total = 0, len(train)
@@ -210,14 +275,20 @@ def load_splits(recipe: Recipe) -> Splits:
         )
     if spec.max_train_samples is not None:
         train = train.select(range(min(spec.max_train_samples, len(train))))
-    if eval_set is not None:
-        limit = min(
-            x for x in (spec.max_eval_samples, recipe.evaluation.max_samples, len(eval_set)) if x is not None
-        )
-        eval_set = with_prompts(eval_set.select(range(limit)), recipe.prompt)
     return Splits(
         train=with_prompts(train, recipe.prompt),
-        eval=eval_set,
+        eval=_held_out(recipe, eval_set),
         held_out_of_train=held,
         rows_before_hold_out=total,
     )
+
+
+def _held_out(recipe: Recipe, eval_set: Any) -> Any:
+    """The held-out rows evaluation uses (at most `max_eval_samples` and `evaluation.max_samples`), with prompts."""
+    if eval_set is None:
+        return None
+    spec = recipe.dataset
+    limit = min(
+        x for x in (spec.max_eval_samples, recipe.evaluation.max_samples, len(eval_set)) if x is not None
+    )
+    return with_prompts(eval_set.select(range(limit)), recipe.prompt)

@@ -191,6 +191,38 @@ class SamplingSpec:
 
 
 @dataclass
+class CurriculumSpec:
+    """A difficulty curriculum for a generated task (grpo_recipes.training.curriculum): the generator's params
+    move between levels as training goes, from the pass rates of the groups generated.
+
+    >>> spec = CurriculumSpec(levels=[{"max_operand": 9}, {"max_operand": 20}], start=0)
+    >>> spec.level_params({"max_ops": 1, "max_operand": 12}, 1)
+    {'max_ops': 1, 'max_operand': 20}
+    """
+
+    levels: list[dict[str, Any]]
+    """Generator params of each level, easy to hard, each merged over `dataset.generator.params`; at least 2."""
+    start: int | None = None
+    """The level training starts at; default: the level whose params are `dataset.generator.params` (the
+    held-out task's), else 0."""
+    window: int = 8
+    """How many groups are judged before the level may move."""
+    raise_at: float = 0.5
+    """Share of all-right groups in the window at or above which the level goes up."""
+    lower_at: float = 0.5
+    """Share of all-wrong groups in the window at or above which the level goes down (when it did not go up)."""
+    reward: str | None = None
+    """The reward (a name from `rewards`) that says a completion is right; default: the evaluation reward
+    when it is one of `rewards`, else the first reward."""
+    solved_at: float = 1.0
+    """The value of `reward` at or above which a completion counts as right."""
+
+    def level_params(self, base: dict[str, Any], level: int) -> dict[str, Any]:
+        """The generator params of `level`: its own over the `base` params."""
+        return {**base, **self.levels[level]}
+
+
+@dataclass
 class EvaluationSpec:
     """Greedy accuracy on held-out rows before and after training."""
 
@@ -224,6 +256,8 @@ class Recipe:
     trainer: dict[str, Any] = field(default_factory=dict)
     """Passed to TRL's GRPOConfig: any of its fields; unknown ones are an error."""
     sampling: SamplingSpec = field(default_factory=SamplingSpec)
+    curriculum: CurriculumSpec | None = None
+    """A difficulty curriculum over the levels of `dataset.generator`'s params (none: the params stay)."""
     evaluation: EvaluationSpec = field(default_factory=EvaluationSpec)
     audit: AuditSpec = field(default_factory=AuditSpec)
     tools: list[ToolSpec] = field(default_factory=list)
@@ -375,6 +409,69 @@ def _check_rewards(recipe: Recipe, source: str) -> None:
         )
     # Build every reward now, which checks its params; training, evaluation and the audit reuse these.
     _ = recipe.evaluation_function
+
+
+def _check_curriculum(recipe: Recipe, source: str) -> None:
+    """Each level's params checked by the generator (and enough distinct rows for `train_size`), the start
+    level and thresholds in range, the judging reward one of `rewards`; unset defaults are filled in."""
+    spec = recipe.curriculum
+    if spec is None:
+        return
+    generator_spec = recipe.dataset.generator
+    if generator_spec is None:
+        raise RecipeError(
+            source,
+            "curriculum",
+            "a curriculum moves the params of a generated task: it needs dataset.generator, not dataset.path.",
+        )
+    if len(spec.levels) < 2:
+        raise RecipeError(
+            source, "curriculum.levels", f"give at least 2 levels, easy to hard; got {len(spec.levels)}."
+        )
+    generator = GENERATORS[generator_spec.name]
+    base = generator_spec.params
+    for i, level in enumerate(spec.levels):
+        key = f"curriculum.levels.{i}"
+        with _at(source, key):
+            checked = generator.check_params({**base, **level})
+        spec.levels[i] = {name: checked[name] for name in level}
+        capacity = generator.capacity(**checked)
+        if capacity < generator_spec.train_size:
+            raise RecipeError(
+                source,
+                key,
+                f"these params allow {capacity} distinct problems, fewer than dataset.generator.train_size "
+                f"({generator_spec.train_size}) rows of each level.",
+            )
+    if spec.start is None:
+        full = generator.with_defaults(base)
+        same = [
+            i for i in range(len(spec.levels)) if generator.with_defaults(spec.level_params(base, i)) == full
+        ]
+        spec.start = same[0] if same else 0
+    if not 0 <= spec.start < len(spec.levels):
+        raise RecipeError(
+            source,
+            "curriculum.start",
+            f"must be a level index, 0 to {len(spec.levels) - 1}; got {spec.start}.",
+        )
+    if spec.window < 1:
+        raise RecipeError(source, "curriculum.window", f"must be at least 1 group, got {spec.window}.")
+    for key in ("raise_at", "lower_at"):
+        if not 0.0 <= getattr(spec, key) <= 1.0:
+            raise RecipeError(
+                source, f"curriculum.{key}", f"must be a share, 0 to 1; got {getattr(spec, key)}."
+            )
+    names = [reward.name for reward in recipe.rewards]
+    if spec.reward is None:
+        evaluation = recipe.evaluation_reward.name
+        spec.reward = evaluation if evaluation in names else names[0]
+    elif spec.reward not in names:
+        raise RecipeError(
+            source,
+            "curriculum.reward",
+            f"'{spec.reward}' is not one of the recipe's rewards ({', '.join(names)}).{suggest(spec.reward, names)}",
+        )
 
 
 def _check_tools(recipe: Recipe, source: str, base_dir: Path | None = None) -> None:
@@ -561,6 +658,7 @@ _SECTIONS: dict[str, type] = {
     "dataset": DatasetSpec,
     "prompt": PromptSpec,
     "sampling": SamplingSpec,
+    "curriculum": CurriculumSpec,
     "evaluation": EvaluationSpec,
     "audit": AuditSpec,
 }
@@ -672,6 +770,7 @@ def parse_recipe(
             source, "sampling.max_rounds", f"must be between 0 and 64, got {recipe.sampling.max_rounds}."
         )
     _check_rewards(recipe, source)
+    _check_curriculum(recipe, source)
     _check_tools(recipe, source, base_dir)
     if check_trainer:
         _check_trainer(recipe, source)

@@ -21,7 +21,7 @@ from .calculator import calculator_arithmetic, calculator_capacity, check_calcul
 from .code import check_code_functions, code_functions, code_functions_capacity
 from .countdown import check_countdown, countdown, countdown_capacity
 from .guess_number import check_guess_number, guess_number, guess_number_capacity
-from .reasoning_gym import ReasoningGymGenerator
+from .reasoning_gym import HELD_OUT_SEED_OFFSET, ReasoningGymGenerator
 
 
 @dataclass(frozen=True)
@@ -48,7 +48,7 @@ class Generator:
         """
         signature = parameters(self.generate_rows, skip=("n", "seed", "exclude"))
         checked = check_mapping(params, {name: p.annotation for name, p in signature.items()})
-        self.check(self._with_defaults(checked))
+        self.check(self.with_defaults(checked))
         return checked
 
     def capacity(self, **params: Any) -> int:
@@ -58,9 +58,14 @@ class Generator:
         >>> GENERATORS["arithmetic"].capacity(max_ops=1, min_operand=2, max_operand=12)
         363
         """
-        return self.count_distinct(**self._with_defaults(params))
+        return self.count_distinct(**self.with_defaults(params))
 
-    def _with_defaults(self, params: Mapping[str, Any]) -> dict[str, Any]:
+    def with_defaults(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        """`params` with every unset parameter at `generate_rows`'s default.
+
+        >>> GENERATORS["arithmetic"].with_defaults({"max_ops": 1})["max_operand"]
+        9
+        """
         signature = parameters(self.generate_rows, skip=("n", "seed", "exclude"))
         return {name: p.default for name, p in signature.items()} | dict(params)
 
@@ -73,7 +78,7 @@ class Generator:
         self, train_size: int, eval_size: int, seed: int, **params: Any
     ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         """A train split and a held-out eval split with no `key` (question, by default) in common."""
-        eval_rows = self.generate(eval_size, seed=seed + 1_000_003, **params)
+        eval_rows = self.generate(eval_size, seed=seed + HELD_OUT_SEED_OFFSET, **params)
         held_out = {row[self.key] for row in eval_rows}
         train_rows = self.generate(train_size, seed=seed, exclude=held_out, **params)
         return train_rows, eval_rows

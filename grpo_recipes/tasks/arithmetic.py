@@ -52,9 +52,12 @@ def arithmetic(
     seen: set[str] = set()
     rows: list[dict[str, Any]] = []
     distinct = arithmetic_capacity(min_ops, max_ops, min_operand, max_operand, operators)
-    if n > distinct - len(exclude):
+    symbols = {times_symbol if op == "*" else op for op in operators}
+    reachable = sum(_could_be(q, min_ops, max_ops, min_operand, max_operand, symbols) for q in exclude)
+    if n > distinct - reachable:
         raise ValueError(
-            f"arithmetic: asked for {n} distinct problems, but these settings allow only {distinct}."
+            f"arithmetic: asked for {n} distinct problems, but these settings allow only {distinct}"
+            + (f", {reachable} of them excluded." if reachable else ".")
         )
     while len(rows) < n:
         k = rng.randint(min_ops, max_ops)
@@ -69,6 +72,22 @@ def arithmetic(
         seen.add(question)
         rows.append({"question": question, "answer": str(_evaluate(operands, ops))})
     return rows
+
+
+def _could_be(question: str, min_ops: int, max_ops: int, low: int, high: int, symbols: set[str]) -> bool:
+    """Whether these settings could generate `question` (an excluded question that they cannot takes no
+    problem away from them).
+
+    >>> _could_be("3 × 12", 1, 1, 2, 12, {"+", "×"}), _could_be("3 × 13", 1, 1, 2, 12, {"+", "×"})
+    (True, False)
+    """
+    parts = question.split(" ")
+    operands, ops = parts[::2], parts[1::2]
+    return (
+        min_ops <= len(ops) <= max_ops
+        and all(op in symbols for op in ops)
+        and all(value.isdigit() and low <= int(value) <= high for value in operands)
+    )
 
 
 def arithmetic_capacity(

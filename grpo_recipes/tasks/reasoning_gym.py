@@ -153,6 +153,10 @@ class ReasoningGymGenerator:
                 raise FieldError(key, f"a weight must be > 0, got {weight!r}.")
         return {"tasks": checked}
 
+    def with_defaults(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        """`params` as they are: a task's unset settings are left to reasoning-gym."""
+        return dict(params)
+
     def capacity(self, **params: Any) -> int:
         """Not known ahead for reasoning-gym's tasks: generation says when a task runs out."""
         return 2**62

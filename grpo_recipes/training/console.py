@@ -15,14 +15,18 @@ from ..evaluation.report import format_duration
 
 
 def step_line(logs: dict[str, Any], step: int, max_steps: int, elapsed_seconds: float) -> str:
-    """One logged step as people read it: reward, zero-variance groups, length, tool use (a run with tools),
-    time.
+    """One logged step as people read it: reward, curriculum level (a run with one), zero-variance groups,
+    length, tool use (a run with tools), time.
 
     >>> step_line({"reward": 0.625, "zero_variance_groups": 0.5, "completions/mean_length": 23.5,
     ...            "completions/clipped_ratio": 0.125, "step_time": 9.71}, 3, 70, 31.2)
     'step 3/70  reward 0.625  zero-variance groups 0.50  mean length 23.5 (12 % clipped)  9.7 s/step  (31 s)'
+    >>> step_line({"reward": 0.5, "curriculum/level": 2.0}, 4, 70, 40.0)
+    'step 4/70  reward 0.500  level 2  (40 s)'
     """
     parts = [f"step {step}/{max_steps}", f"reward {logs['reward']:.3f}"]
+    if "curriculum/level" in logs:
+        parts.append(f"level {logs['curriculum/level']:g}")
     if "zero_variance_groups" in logs:
         parts.append(f"zero-variance groups {logs['zero_variance_groups']:.2f}")
     if "groups_generated" in logs:

@@ -139,9 +139,15 @@ def fresh_inputs(
 
 
 def generate_informative(
-    trainer: Any, inputs: list[dict], generate: Callable[[list[dict]], dict[str, Any]], max_rounds: int
+    trainer: Any,
+    inputs: list[dict],
+    generate: Callable[[list[dict]], dict[str, Any]],
+    max_rounds: int,
+    pool: Any = None,
 ) -> tuple[dict[str, Any], Selection]:
-    """TRL's generation output for ``inputs``, with uninformative groups replaced by fresh prompts' groups."""
+    """TRL's generation output for ``inputs``, with uninformative groups replaced by fresh prompts' groups,
+    drawn from ``pool`` (default: the trainer's training rows; a curriculum passes the level's pool)."""
+    pool = trainer.train_dataset if pool is None else pool
     accelerator = trainer.accelerator
     group_size = trainer.num_generations
     pad_token_id = trainer.processing_class.pad_token_id
@@ -159,9 +165,7 @@ def generate_informative(
         if sum(int(r.sum()) for r in rounds) >= groups_needed or len(rounds) > max_rounds:
             break
         seed = trainer.args.seed * 1_000_003 + trainer.state.global_step * 1_009 + len(rounds)
-        inputs = fresh_inputs(
-            trainer.train_dataset, groups_needed, group_size, seed, accelerator.process_index, local_size
-        )
+        inputs = fresh_inputs(pool, groups_needed, group_size, seed, accelerator.process_index, local_size)
     selection = select_groups(rounds, groups_needed)
     parts = []
     for index, groups in selection.picks:

@@ -142,8 +142,14 @@ def check(recipe: Recipe, load_data: bool = True, log=print) -> None:
                 f"could not load: {type(err).__name__}: {err} (offline? set dataset.path to a local file)",
             ) from None
         log(splits.describe())
-        log(f"first prompt: {splits.train[0]['prompt']!r}")
-        log(f"its solution: {splits.train[0]['solution']!r}")
+        rows = splits.train
+        if recipe.curriculum is not None:
+            rows = splits.level_rows(recipe.curriculum.start)
+            log(
+                f"curriculum: starts at level {recipe.curriculum.start} of 0-{len(recipe.curriculum.levels) - 1}"
+            )
+        log(f"first prompt: {rows[0]['prompt']!r}")
+        log(f"its solution: {rows[0]['solution']!r}")
         if recipe.uses_tools:
             _check_tools(recipe, splits.train, log)
     log(f"rewards: {', '.join(f'{s.name} (weight {s.weight})' for s in recipe.rewards)}")
@@ -276,7 +282,8 @@ def train(
     check_tool_template(recipe, tokenizer)
     model = load_model(recipe.model)
     if recipe.warmup is not None and not last:  # a resumed run's checkpoint holds the warmed-up weights
-        warmup = run_warmup(recipe, model, tokenizer, splits.train, toolset, rank_log)
+        rows = splits.train if recipe.curriculum is None else splits.level_rows(recipe.curriculum.start)
+        warmup = run_warmup(recipe, model, tokenizer, rows, toolset, rank_log)
         if main:
             _update_json(out / "run_info.json", {"warmup": warmup})
     held_out = HeldOutEvaluation(recipe, splits.eval, tokenizer, out, rank_log)
@@ -285,6 +292,18 @@ def train(
         callbacks.append(_before_training_callback(lambda: held_out.run("before", reuse_saved=bool(last))))
     if time_limit_minutes is not None:  # after the before-evaluation, so that the limit counts training only
         callbacks.append(_time_limit_callback(time_limit_minutes * 60, log))
+    curriculum = None
+    if recipe.curriculum is not None:
+        from .curriculum import Curriculum, checkpoint_callback
+
+        curriculum = Curriculum.for_recipe(recipe, splits.level_bounds)
+        if last and not curriculum.load(last):
+            rank_log(f"{last} has no curriculum state: starting at level {recipe.curriculum.start}")
+        callbacks.append(checkpoint_callback(curriculum))
+        rank_log(
+            f"curriculum: level {curriculum.controller.level} of 0-{len(recipe.curriculum.levels) - 1}"
+            + (" (restored from the checkpoint)" if last else "")
+        )
     trainer = RecipeGRPOTrainer(
         model=model,
         reward_funcs=RewardStack.for_recipe(recipe).functions,
@@ -298,6 +317,7 @@ def train(
         tools=toolset.tools or None,
         environment_factory=toolset.environment_factory,
         tool_stats=toolset.stats if toolset.enabled else None,
+        curriculum=curriculum,
     )
     held_out.trainer = trainer
     quiet_raw_logs(trainer)  # the step line replaces transformers' raw dict of every log
@@ -319,8 +339,15 @@ def train(
     # 5. The held-out evaluation again, the summary and the report.
     if held_out.enabled:
         held_out.run("after", reuse_saved=False)
+    ended = {"global_step": trainer.state.global_step}
+    if curriculum is not None:
+        ended["curriculum"] = {
+            "level": curriculum.controller.level,
+            "levels": len(curriculum.bounds),
+            "moves": curriculum.controller.moves,
+        }
     if main:
-        _update_json(out / "run_info.json", {"global_step": trainer.state.global_step})
+        _update_json(out / "run_info.json", ended)
     state.wait_for_everyone()
     before, after = held_out.results["before"], held_out.results["after"]
     summary = {
@@ -332,6 +359,8 @@ def train(
         "comparison": _paired_before_after(out, recipe) if main and before and after else None,
         "sampling": sampling_summary(trainer.state.log_history),
     }
+    if curriculum is not None:
+        summary["curriculum"] = ended["curriculum"]
     if main:
         _write_json(out / "summary.json", summary)
         _write_run_report(out, log)  # again, now with the after-evaluation and summary.json

@@ -6,6 +6,14 @@ With `dynamic_sampling` (the recipe's `sampling.dynamic`), training batches hold
 (`grpo_recipes.training.dynamic_sampling`); it wraps TRL's `_generate_and_score_completions`
 (tests/training/test_dynamic_sampling.py pins what it relies on).
 
+With a `curriculum` (the recipe's `curriculum:`, `grpo_recipes.training.curriculum`), the training rows are
+one pool per difficulty level, all of one size. TRL's repeat sampler runs over one pool's row numbers, and when
+a batch is generated each row is swapped for the row at its place in the current level's pool: all copies of a
+prompt, on every process, come from the level of that moment (accelerate fetches batches ahead, so the swap
+waits for generation). TRL's `_calculate_rewards` returns the rewards of every process, so every process feeds
+its controller the same pass rates and takes the same decision. With dynamic sampling, replacement prompts come
+from the pool the step's batch was drawn from.
+
 With tools, two things are added to TRL's tool loop (`_tool_call_loop`):
 
 * Every process takes part in every generation round. TRL lets a process leave the loop when its own
@@ -26,6 +34,8 @@ from typing import Any
 from trl import GRPOTrainer
 from trl.trainer import grpo_trainer
 
+from .curriculum import Curriculum, group_pass_rates
+
 
 def policy_on_cpu(args: Any) -> bool:
     """True when the trainer will place the policy on the CPU (no CUDA device, or `use_cpu`)."""
@@ -43,9 +53,11 @@ class RecipeGRPOTrainer(GRPOTrainer):
         dynamic_sampling: bool = False,
         max_rounds: int = 4,
         tool_stats: Any = None,
+        curriculum: Curriculum | None = None,
         **kwargs: Any,
     ):
         self.dynamic_sampling, self.max_rounds = dynamic_sampling, max_rounds
+        self.curriculum = curriculum
         self.tool_stats = tool_stats
         self._logged_tool_counts: dict[str, int] = tool_stats.as_dict() if tool_stats is not None else {}
         self._in_tool_loop = False
@@ -126,6 +138,8 @@ class RecipeGRPOTrainer(GRPOTrainer):
             self._metrics[mode][f"tools/{key}"].append(float(value))
 
     def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
+        if self.curriculum is not None and self.model.training:
+            inputs = [self.curriculum.at_current_level(row, self.train_dataset) for row in inputs]
         output = self._generate_and_score(inputs)
         self._log_tool_counts("train" if self.model.training else "eval")
         return output
@@ -136,7 +150,7 @@ class RecipeGRPOTrainer(GRPOTrainer):
         from .dynamic_sampling import generate_informative
 
         output, selection = generate_informative(
-            self, inputs, super()._generate_and_score_completions, self.max_rounds
+            self, inputs, super()._generate_and_score_completions, self.max_rounds, self._prompt_pool(inputs)
         )
         metrics = self._metrics["train"]
         metrics["groups_generated"].append(selection.groups_generated)
@@ -144,3 +158,35 @@ class RecipeGRPOTrainer(GRPOTrainer):
         metrics["extra_rounds"].append(selection.extra_rounds)
         metrics["zero_variance_groups"].append(selection.zero_variance_groups)
         return output
+
+    # --- curriculum: generate from the current level's pool; judge each batch's groups ----------------------
+
+    def _get_train_sampler(self, dataset: Any = None) -> Any:
+        if self.curriculum is None:
+            return super()._get_train_sampler(dataset)
+        first, end = self.curriculum.bounds[0]  # the first pool's rows, swapped for the level's at generation
+        return super()._get_train_sampler(range(end - first))
+
+    def _prompt_pool(self, inputs: list[dict[str, Any]]) -> Any:
+        """The rows fresh prompts are drawn from: the pool of the batch's level, or all training rows."""
+        if self.curriculum is None:
+            return self.train_dataset
+        first, end = self.curriculum.bounds[inputs[0]["curriculum_level"]]
+        return self.train_dataset.select(range(first, end))
+
+    def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
+        rewards = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
+        if self.curriculum is not None and self.model.training:
+            self._judge_level(inputs[0]["curriculum_level"], rewards.tolist())
+        return rewards
+
+    def _judge_level(self, level: int, rewards: list[list[float]]) -> None:
+        """Log the batch's level and the shares of its all-right and all-wrong groups; feed the controller
+        when the batch was drawn at its current level. `rewards`: every process's, one row per completion."""
+        rates = group_pass_rates(self.curriculum.right(rewards), self.num_generations)
+        metrics = self._metrics["train"]
+        metrics["curriculum/level"].append(float(level))
+        metrics["curriculum/all_right"].append(sum(rate >= 1.0 for rate in rates) / len(rates))
+        metrics["curriculum/all_wrong"].append(sum(rate <= 0.0 for rate in rates) / len(rates))
+        if level == self.curriculum.controller.level:
+            self.curriculum.controller.observe(rates)
