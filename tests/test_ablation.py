@@ -87,7 +87,7 @@ def test_summary_verdicts_against_the_first_value():
     low, high = rows["much better"]["interval"]
     assert low < 0.6 < high
     text = markdown(table)
-    assert "| much better | 1 | 10 | 5.0 | 60.0% [" in text
+    assert "| much better | 1 | 10 | 0.8 | 5.0 | 60.0% [" in text
     assert "+60.0% [" in text and "real" in text and "| not run | 0 |" in text
 
 
@@ -141,6 +141,16 @@ def test_runs_with_the_same_settings_share_one_folder_across_sweeps():
     assert other.folder != rate.folder  # a different budget is a different run
 
 
+def test_a_run_is_named_by_the_recipe_settings_not_by_its_comments(tmp_path):
+    text = (REPO / "recipes" / "default.yaml").read_text()
+    folders = []
+    for variant in (text, "# another comment\n" + text, text.replace("temperature: 0.5", "temperature: 0.6")):
+        recipe = tmp_path / "default.yaml"
+        recipe.write_text(variant)
+        folders.append(Sweep.from_values(recipe, "trainer.beta", "0,0.04").runs(tmp_path)[1].folder)
+    assert folders[0] == folders[1] != folders[2]
+
+
 def ablate(*args: str) -> subprocess.CompletedProcess:
     command = ["make", "--no-print-directory", "-o", "setup", "-o", "model", "ablate", *args]
     result = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=900)
@@ -180,18 +190,19 @@ def test_tiny_sweep_writes_its_files_and_resumes_without_redoing_finished_runs(t
     expected = pooled_paired_difference({0: by_value["5e-4"]["correct"]}, {0: by_value["1e-4"]["correct"]})
     assert paired == expected
     assert (root / "tiny-trainer.learning_rate" / "sweep.png").stat().st_size > 0
-    assert "| 5e-4 | 1 | 2 |" in (root / "tiny-trainer.learning_rate" / "sweep.md").read_text()
+    assert "| 5e-4 | 1 | 2 | " in (root / "tiny-trainer.learning_rate" / "sweep.md").read_text()
     assert "[1/2]" in first.stdout and "held-out accuracy after training" in first.stdout
 
     # Again: nothing trains. Then one run's results are lost (as if interrupted): only that one runs again.
     kept = {f: (f / "summary.json").stat().st_mtime for f in folders}
     again = ablate(*args)
-    assert again.stdout.count("finished earlier") == 2 and "held-out accuracy after" not in again.stdout
+    assert again.stdout.count(": finished earlier (") == 2 and "held-out accuracy after" not in again.stdout
     assert {f: (f / "summary.json").stat().st_mtime for f in folders} == kept
     (folders[1] / "summary.json").unlink()
     third = ablate(*args)
     assert (
-        third.stdout.count("finished earlier") == 1 and "moved an unfinished earlier attempt" in third.stdout
+        third.stdout.count(": finished earlier (") == 1
+        and "moved an unfinished earlier attempt" in third.stdout
     )
     assert (folders[0] / "summary.json").stat().st_mtime == kept[folders[0]]
     assert (folders[1] / "summary.json").is_file()

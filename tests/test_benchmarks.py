@@ -84,15 +84,15 @@ def test_bench_sampling_tiny(tmp_path, tiny_model):
     )
     table = json.loads((root / "dynamic-sampling" / "sweep.json").read_text())
     rows = {row["value"]: row for row in table["rows"]}
-    assert list(rows) == ["off (recipe)", "on"]
+    assert list(rows) == ["off", "on"]
     for row in rows.values():
         assert row["steps"] == 2 and 0 <= row["zero_gradient_steps"] <= 1 and row["completions_generated"] > 0
         assert row["interval"][0] <= row["accuracy"] <= row["interval"][1]
     paired = rows["on"]["paired_difference"]
     assert paired["low"] <= paired["difference"] <= paired["high"]
     # Dynamic sampling generates at least as many completions for the same 2 steps.
-    assert rows["on"]["completions_generated"] >= rows["off (recipe)"]["completions_generated"]
-    assert "vs off (recipe) [paired 95 %]" in result.stdout
+    assert rows["on"]["completions_generated"] >= rows["off"]["completions_generated"]
+    assert "vs off [paired 95 %]" in result.stdout
 
 
 def test_bench_code_tiny():

@@ -16,8 +16,8 @@ A sweep is a small YAML file (`sweeps/*.yaml`), or the command line's `--key` an
       - {name: dapo, set: {}}        # `set`: dotted recipe keys and their values for this value's runs
       - {name: grpo, set: {trainer.loss_type: grpo}}
 
-Runs are stored once under `<root>/runs/`, named by a hash of everything that decides them (the resolved
-recipe, the seed, the budget): a sweep interrupted half way resumes without redoing finished runs, and two
+Runs are stored once under `<root>/runs/`, named by a hash of everything that decides them (the recipe
+file's settings with the overrides and the seed applied, and the budget): a sweep interrupted half way resumes without redoing finished runs, and two
 sweeps that share a run (the recipe as it is, in most of them) train it once.
 
 Example:
@@ -45,7 +45,7 @@ from typing import Any
 
 import yaml
 
-from ..recipe import RecipeError, load_recipe
+from ..recipe import RecipeError, apply_overrides, load_recipe
 from .metrics import paired_difference, wilson_interval
 
 REPO = Path(__file__).resolve().parents[2]
@@ -180,9 +180,15 @@ class Run:
     @classmethod
     def plan(cls, sweep: Sweep, value: SweepValue, seed: int, root: Path) -> Run:
         overrides = [*sweep.overrides, *value.overrides, f"trainer.seed={seed}"]
-        resolved = load_recipe(sweep.recipe, overrides).to_dict()
-        resolved.get("trainer", {}).pop("output_dir", None)
-        identity = json.dumps({"recipe": resolved, "budget": sweep.budget_minutes}, sort_keys=True)
+        # The recipe as written with the overrides applied: what decides the run, whatever defaults the code
+        # fills in (a new recipe section in a later version leaves finished runs finished).
+        written = apply_overrides(
+            yaml.safe_load(sweep.recipe.read_text()), list(overrides), str(sweep.recipe)
+        )
+        written.get("trainer", {}).pop("output_dir", None)
+        identity = json.dumps(
+            {"recipe": written, "budget": sweep.budget_minutes}, sort_keys=True, default=str
+        )
         digest = hashlib.sha256(identity.encode()).hexdigest()[:10]
         existing = sorted((root / "runs").glob(f"*-{digest}"))
         what = "-".join(o.replace('"', "") for o in value.overrides) or "as-is"
@@ -249,7 +255,8 @@ def measure(folder: Path) -> dict[str, Any]:
         )
     return {
         "steps": summary["global_step"],
-        "train_seconds": summary["train_seconds"],
+        # train.py's train_seconds includes the before-training evaluation; the budget does not.
+        "train_seconds": summary["train_seconds"] - ((summary.get("before") or {}).get("seconds") or 0),
         "accuracy_before": (summary.get("before") or {}).get("accuracy"),
         "accuracy_after": after["accuracy"],
         "correct": after["correct_by_problem"],
@@ -352,6 +359,7 @@ def markdown(table: dict[str, Any]) -> str:
         "value",
         "runs",
         "steps",
+        "training min",
         "s/step",
         "held-out accuracy [95 %]",
         f"vs {table['reference']} [paired 95 %]",
@@ -360,7 +368,7 @@ def markdown(table: dict[str, Any]) -> str:
         "mean length",
     ]
     lines = [
-        f"Sweep `{table['sweep']}` on `{table['recipe']}`: {table['budget_minutes']:g} min of training per run, "
+        f"Sweep `{table['sweep']}` on `{table['recipe']}`: at most {table['budget_minutes']:g} min of training per run, "
         f"{table['seeds']} seed(s) per value"
         + (f", with {' '.join(table['overrides'])}" if table["overrides"] else ""),
         "",
@@ -381,6 +389,7 @@ def markdown(table: dict[str, Any]) -> str:
             row["value"],
             str(row["runs"]),
             f"{row['steps']:.0f}",
+            f"{row['train_seconds'] / 60:.1f}",
             f"{row['train_seconds'] / max(1, row['steps']):.1f}",
             f"{row['accuracy']:.1%} [{row['interval'][0]:.1%}, {row['interval'][1]:.1%}]",
             difference,
@@ -419,7 +428,7 @@ def plot(table: dict[str, Any], results: dict[str, dict[int, dict[str, Any]]], p
     right.set_xlabel("optimizer step")
     right.set_ylabel("training reward (moving average)")
     right.legend(fontsize=8)
-    figure.suptitle(f"{table['sweep']}: {table['budget_minutes']:g} min of training per run")
+    figure.suptitle(f"{table['sweep']}: at most {table['budget_minutes']:g} min of training per run")
     figure.tight_layout()
     figure.savefig(path, dpi=100)
     plt.close(figure)
