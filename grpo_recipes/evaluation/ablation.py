@@ -235,24 +235,27 @@ class Run:
 
 def measure(folder: Path) -> dict[str, Any]:
     """The figures of one finished run folder: steps, wall time, held-out accuracy (and its per-problem
-    verdicts), zero-gradient and zero-variance shares, completion length, completions generated."""
+    verdicts), zero-gradient and zero-variance shares, completion length, completions generated.
+
+    Counts come from what train.py already summed into summary.json (its `sampling` and `after`); the
+    per-step means and levels from log_history.json."""
     summary = json.loads((folder / "summary.json").read_text())
-    after = json.loads((folder / "eval_after.json").read_text())
-    history = json.loads((folder / "log_history.json").read_text())
-    steps = [h for h in history if "grad_norm" in h]
+    sampling, after = summary["sampling"], summary["after"]
+    steps = [h for h in json.loads((folder / "log_history.json").read_text()) if "grad_norm" in h]
     trainer = yaml.safe_load((folder / "resolved_recipe.yaml").read_text()).get("trainer", {})
 
     def average(key: str) -> float | None:
         values = [h[key] for h in steps if key in h]
         return sum(values) / len(values) if values else None
 
-    per_step = trainer.get("per_device_train_batch_size", 8) * trainer.get("gradient_accumulation_steps", 1)
-    if any("groups_generated" in h for h in steps):  # dynamic sampling: extra rounds generate more
-        generated = round(sum(h["groups_generated"] for h in steps)) * trainer.get("num_generations", 8)
+    if "groups_generated" in sampling:  # dynamic sampling: extra rounds generate more
+        generated = sampling["groups_generated"] * trainer.get("num_generations", 8)
     else:
-        generated = (
-            len(steps) * per_step * json.loads((folder / "run_info.json").read_text()).get("world_size", 1)
+        per_step = trainer.get("per_device_train_batch_size", 8) * trainer.get(
+            "gradient_accumulation_steps", 1
         )
+        world_size = json.loads((folder / "run_info.json").read_text()).get("world_size", 1)
+        generated = sampling["steps"] * per_step * world_size
     return {
         "steps": summary["global_step"],
         # train.py's train_seconds includes the before-training evaluation; the budget does not.
@@ -260,7 +263,7 @@ def measure(folder: Path) -> dict[str, Any]:
         "accuracy_before": (summary.get("before") or {}).get("accuracy"),
         "accuracy_after": after["accuracy"],
         "correct": after["correct_by_problem"],
-        "zero_gradient_steps": sum(h["grad_norm"] == 0 for h in steps) / max(1, len(steps)),
+        "zero_gradient_steps": sampling["zero_gradient_steps"] / max(1, sampling["steps"]),
         # TRL's frac_reward_zero_std is the share of groups with equal rewards, except under
         # scale_rewards: batch, where it says whether the whole batch's rewards were equal.
         "zero_variance_groups": None
@@ -269,6 +272,7 @@ def measure(folder: Path) -> dict[str, Any]:
         "mean_completion_length": average("completions/mean_length"),
         "completions_generated": generated,
         "reward": [h.get("reward") for h in steps],
+        # The level the last step's prompts were drawn at (summary.json's is where the controller went after).
         "final_level": next(
             (h["curriculum/level"] for h in reversed(steps) if "curriculum/level" in h), None
         ),
