@@ -23,31 +23,42 @@ MINIMAL = {
 }
 
 
-def run_script(script: str, *args: str, timeout: float = 600, extra_env: dict | None = None, launcher=None):
-    """Run one of scripts/ as a user would, from the repository root; returns the CompletedProcess.
-
-    The script runs in a process group of its own: on a timeout the whole group is killed, so that a hung
-    run leaves no launcher workers or vLLM engines behind for the rest of the suite.
-    """
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
-    env.update(extra_env or {})
-    command = [*(launcher or [sys.executable]), str(REPO / "scripts" / script), *args]
+def run_in_own_group(command: list[str], env: dict, timeout: float, merge_output: bool = False):
+    """Run `command` from the repository root in a process group of its own; returns (exit status, or None
+    when it ran past `timeout`, stdout, stderr). On a timeout the whole group is killed, so that a hung run
+    leaves no launcher workers or vLLM engines behind for the rest of the suite. With `merge_output`, stderr
+    goes into stdout (and "" is returned for it)."""
     with subprocess.Popen(
         command,
         cwd=REPO,
         env=env,
         stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+        stderr=subprocess.STDOUT if merge_output else subprocess.PIPE,
         text=True,
         start_new_session=True,
     ) as process:
         try:
             stdout, stderr = process.communicate(timeout=timeout)
+            status = process.returncode
         except subprocess.TimeoutExpired:
             os.killpg(process.pid, signal.SIGKILL)
-            process.communicate()
-            raise
-    return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
+            stdout, stderr = process.communicate()
+            status = None
+    return status, stdout, stderr or ""
+
+
+def run_script(script: str, *args: str, timeout: float = 600, extra_env: dict | None = None, launcher=None):
+    """Run one of scripts/ as a user would, from the repository root; returns the CompletedProcess.
+
+    The script runs in a process group of its own (`run_in_own_group`); a timeout raises TimeoutExpired.
+    """
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    env.update(extra_env or {})
+    command = [*(launcher or [sys.executable]), str(REPO / "scripts" / script), *args]
+    status, stdout, stderr = run_in_own_group(command, env, timeout)
+    if status is None:
+        raise subprocess.TimeoutExpired(command, timeout, output=stdout, stderr=stderr)
+    return subprocess.CompletedProcess(command, status, stdout, stderr)
 
 
 def two_process_launcher() -> list[str]:

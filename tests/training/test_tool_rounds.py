@@ -12,14 +12,12 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
-from support import REPO
+from support import REPO, run_in_own_group
 
 from grpo_recipes.ports import free_port
 
@@ -60,22 +58,7 @@ def launch(model: Path, out: Path, dist: str, *extra: str, timeout: float) -> tu
         "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
     }
     started = time.time()
-    with subprocess.Popen(
-        command,
-        cwd=REPO,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    ) as process:
-        try:
-            output, _ = process.communicate(timeout=timeout)
-            status = process.returncode
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            output, _ = process.communicate()
-            status = None
+    status, output, _ = run_in_own_group(command, env, timeout, merge_output=True)
     return status, output, time.time() - started
 
 
