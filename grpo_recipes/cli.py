@@ -69,4 +69,20 @@ def run_with_recipe(args: argparse.Namespace, body: Callable[[Recipe], object]) 
     except RecipeError as err:
         print(f"error: {err}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    leave_process_group()
     return 0
+
+
+def leave_process_group() -> None:
+    """After a finished run, every process leaves the distributed process group together.
+
+    A gloo group left to the interpreter's teardown can abort a process that has finished its work
+    ("terminate called without an active exception", SIGABRT), which fails the whole launch. Only called
+    on success: after an error the other processes may never reach the barrier. Torch is not imported here
+    if the run did not import it.
+    """
+    torch = sys.modules.get("torch")
+    if torch is None or not torch.distributed.is_available() or not torch.distributed.is_initialized():
+        return
+    torch.distributed.barrier()
+    torch.distributed.destroy_process_group()

@@ -141,6 +141,12 @@ def test_runs_with_the_same_settings_share_one_folder_across_sweeps():
     assert other.folder != rate.folder  # a different budget is a different run
 
 
+def test_runs_go_seed_by_seed_so_a_stopped_sweep_compares_every_value_on_the_same_seeds():
+    sweep = Sweep.from_values(REPO / "recipes" / "default.yaml", "trainer.beta", "0,0.04", seeds=2)
+    order = [(run.seed, run.value.name) for run in sweep.runs(DEFAULT_ROOT)]
+    assert order == [(0, "0"), (0, "0.04"), (1, "0"), (1, "0.04")]
+
+
 def test_a_run_is_named_by_the_recipe_settings_not_by_its_comments(tmp_path):
     text = (REPO / "recipes" / "default.yaml").read_text()
     folders = []

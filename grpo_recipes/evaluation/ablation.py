@@ -163,8 +163,9 @@ class Sweep:
                 raise SweepError(f"{self.source}: value {value.name!r}: {err}") from None
 
     def runs(self, root: Path) -> list[Run]:
-        """Every (value, seed) run, values in order, each with its folder under `root/runs/`."""
-        return [Run.plan(self, value, seed, root) for value in self.values for seed in range(self.seeds)]
+        """Every (value, seed) run, each with its folder under `root/runs/`: seed 0 of every value first, then
+        seed 1, ..., so that a sweep stopped part-way has compared every value on the same seeds."""
+        return [Run.plan(self, value, seed, root) for seed in range(self.seeds) for value in self.values]
 
 
 @dataclass
