@@ -782,6 +782,16 @@ def load_recipe(path: str | Path, overrides: list[str] | None = None, check_trai
     path = Path(path)
     overrides = list(overrides or [])
     source = str(path) + (f" (with overrides {' '.join(overrides)})" if overrides else "")
+    data = read_recipe_data(path, overrides)
+    recipe = parse_recipe(data, source, name=path.stem, check_trainer=check_trainer, base_dir=path.parent)
+    recipe.path = path
+    return recipe
+
+
+def read_recipe_data(path: Path, overrides: list[str]) -> dict[str, Any]:
+    """The recipe file's YAML data with the overrides applied, before any default is filled in or any
+    value checked: what the file and the command line say. Raises `RecipeError` with a one-line message."""
+    source = str(path) + (f" (with overrides {' '.join(overrides)})" if overrides else "")
     if not path.is_file():
         raise RecipeError(str(path), "", "no such recipe file.")
     text = path.read_text()
@@ -793,10 +803,7 @@ def load_recipe(path: str | Path, overrides: list[str] | None = None, check_trai
         raise RecipeError(
             str(path), "", "a recipe must be a YAML mapping with sections model, dataset, prompt, ..."
         )
-    apply_overrides(data, overrides, source)
-    recipe = parse_recipe(data, source, name=path.stem, check_trainer=check_trainer, base_dir=path.parent)
-    recipe.path = path
-    return recipe
+    return apply_overrides(data, overrides, source)
 
 
 def yaml_error(source: str, text: str, err: yaml.YAMLError) -> RecipeError:

@@ -45,7 +45,7 @@ from typing import Any
 
 import yaml
 
-from ..recipe import RecipeError, apply_overrides, load_recipe
+from ..recipe import RecipeError, load_recipe, read_recipe_data
 from .metrics import paired_difference, wilson_interval
 
 REPO = Path(__file__).resolve().parents[2]
@@ -183,9 +183,7 @@ class Run:
         overrides = [*sweep.overrides, *value.overrides, f"trainer.seed={seed}"]
         # The recipe as written with the overrides applied: what decides the run, whatever defaults the code
         # fills in (a new recipe section in a later version leaves finished runs finished).
-        written = apply_overrides(
-            yaml.safe_load(sweep.recipe.read_text()), list(overrides), str(sweep.recipe)
-        )
+        written = read_recipe_data(sweep.recipe, overrides)
         written.get("trainer", {}).pop("output_dir", None)
         identity = json.dumps(
             {"recipe": written, "budget": sweep.budget_minutes}, sort_keys=True, default=str
