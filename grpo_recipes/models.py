@@ -56,3 +56,17 @@ def lora_config(spec: ModelSpec):
         target_modules=spec.lora.target_modules,
         task_type="CAUSAL_LM",
     )
+
+
+def add_adapter(model, peft_config, zero3: bool = False, seed: int = 0):
+    """`model` with a fresh LoRA adapter, as GRPOTrainer adds one from `peft_config`: for a warm-up that trains
+    the adapter before the trainer exists (the trainer then takes the wrapped model and no `peft_config`).
+
+    `zero3`: keep the adapter in the model's dtype, as the trainer does under ZeRO-3 (mixed dtypes break its
+    gather). `seed` seeds the adapter's initialisation, so that every process starts from the same one.
+    """
+    import torch
+    from peft import get_peft_model
+
+    torch.manual_seed(seed)
+    return get_peft_model(model, peft_config, **({"autocast_adapter_dtype": False} if zero3 else {}))

@@ -165,13 +165,15 @@ class ToolCallSpec:
 
 @dataclass
 class WarmupSpec:
-    """A supervised warm-up before GRPO, in the same run: conversations that show the tool-call format, one
-    per training row (the calls made for real, the answer from the row), trained by a plain supervised loop
-    (grpo_recipes.training.warmup)."""
+    """A supervised warm-up before GRPO, in the same run: one demonstration per training row (the recipe's
+    tool calls made for real, if any, then the answer filled from the row), trained by a plain supervised
+    loop (grpo_recipes.training.warmup). It trains the LoRA adapter where the recipe has one, else all
+    weights."""
 
-    calls: list[ToolCallSpec]
     answer: str
     """The final assistant message, filled from the row (e.g. "The answer is {answer}.")."""
+    calls: list[ToolCallSpec] = field(default_factory=list)
+    """Tool calls made before the answer (a tool recipe's call format); none: the answer alone."""
     where: dict[str, str] = field(default_factory=dict)
     """Only rows whose columns have these values (e.g. {phrasing: symbols}): what the warm-up leaves to GRPO."""
     examples: int = 192
@@ -515,15 +517,19 @@ def _check_tools(recipe: Recipe, source: str, base_dir: Path | None = None) -> N
                 source, "tools", f"{', '.join(clash)} is both a tool and a method of the environment."
             )
     if recipe.warmup is not None:
-        if recipe.model.lora is not None:
-            raise RecipeError(
-                source,
-                "warmup",
-                "the warm-up trains all weights and cannot be combined with model.lora; drop one.",
-            )
+        for key in ("examples", "max_steps", "per_device_train_batch_size"):
+            value = getattr(recipe.warmup, key)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise RecipeError(source, f"warmup.{key}", f"must be a whole number >= 1, not {value!r}.")
+        rate = recipe.warmup.learning_rate
+        if isinstance(rate, bool) or not isinstance(rate, int | float) or not 0 < rate < 1:
+            raise RecipeError(source, "warmup.learning_rate", f"must be a number in (0, 1), not {rate!r}.")
+    if recipe.warmup is not None and recipe.warmup.calls:
         names = [spec.name.rpartition(":")[2] for spec in recipe.tools]
         if not names:
-            raise RecipeError(source, "warmup", "a warm-up demonstrates tool calls: the recipe has no tools.")
+            raise RecipeError(
+                source, "warmup.calls", "the warm-up demonstrates tool calls, but the recipe has no tools."
+            )
         for i, call in enumerate(recipe.warmup.calls):
             if call.tool not in names:
                 raise RecipeError(

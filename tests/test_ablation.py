@@ -213,3 +213,48 @@ def test_tiny_sweep_writes_its_files_and_resumes_without_redoing_finished_runs(t
     assert (folders[0] / "summary.json").stat().st_mtime == kept[folders[0]]
     assert (folders[1] / "summary.json").is_file()
     assert len(list((root / "runs").glob("*.unfinished-*"))) == 1
+
+
+def test_a_null_setting_is_the_same_run_as_the_setting_left_out(tmp_path):
+    data = yaml.safe_load((REPO / "recipes" / "default.yaml").read_text())
+    data.pop("warmup", None)
+    recipe = write_recipe(tmp_path / "default.yaml", data)
+    without = Sweep.from_values(recipe, "trainer.beta", "0").runs(tmp_path)[0].folder
+    nulled = (
+        Sweep.from_file(
+            write_recipe(
+                tmp_path / "sweep.yaml",
+                {
+                    "name": "nulls",
+                    "recipe": str(recipe),
+                    "budget_minutes": 4,
+                    "values": [{"name": "null", "set": {"trainer.beta": 0, "warmup": None}}],
+                },
+            )
+        )
+        .runs(tmp_path)[0]
+        .folder
+    )
+    assert nulled == without
+
+
+def test_the_warm_up_counts_as_training_time_but_not_in_seconds_per_step(tmp_path):
+    folder = tmp_path / "run"
+    folder.mkdir()
+    summary = {
+        "global_step": 10,
+        "train_seconds": 70.0,  # includes the 20 s before-evaluation
+        "warmup_seconds": 30.0,
+        "before": {"seconds": 20.0, "accuracy": 0.5},
+        "after": {"accuracy": 0.75, "correct_by_problem": [True, True, True, False]},
+        "sampling": {"steps": 10, "zero_gradient_steps": 2},
+    }
+    (folder / "summary.json").write_text(json.dumps(summary))
+    (folder / "log_history.json").write_text(json.dumps([{"grad_norm": 1.0, "reward": 0.5}] * 10))
+    (folder / "resolved_recipe.yaml").write_text("trainer: {per_device_train_batch_size: 8}\n")
+    (folder / "run_info.json").write_text(json.dumps({"world_size": 1}))
+    measured = measure(folder)
+    assert measured["train_seconds"] == 80.0 and measured["grpo_seconds"] == 50.0
+    sweep = Sweep.from_values(REPO / "recipes" / "default.yaml", "trainer.beta", "0")
+    table = markdown(summarize(sweep, {"0": {0: measured}}))
+    assert "| 0 | 1 | 10 | 1.3 | 5.0 | 75.0% " in table  # 80 s of training in all; 50 s for 10 GRPO steps

@@ -183,7 +183,7 @@ class Run:
         overrides = [*sweep.overrides, *value.overrides, f"trainer.seed={seed}"]
         # The recipe as written with the overrides applied: what decides the run, whatever defaults the code
         # fills in (a new recipe section in a later version leaves finished runs finished).
-        written = read_recipe_data(sweep.recipe, overrides)
+        written = _without_nulls(read_recipe_data(sweep.recipe, overrides))
         written.get("trainer", {}).pop("output_dir", None)
         identity = json.dumps(
             {"recipe": written, "budget": sweep.budget_minutes}, sort_keys=True, default=str
@@ -232,6 +232,17 @@ class Run:
                 raise SweepError(f"run {self.folder} failed (exit {process.returncode}); see {out.name}")
 
 
+def _without_nulls(data: Any) -> Any:
+    """Mappings without their null values: `warmup: null` is the recipe without a warm-up, the same run.
+
+    >>> _without_nulls({"warmup": None, "trainer": {"seed": 0, "beta": None}})
+    {'trainer': {'seed': 0}}
+    """
+    if isinstance(data, dict):
+        return {key: _without_nulls(value) for key, value in data.items() if value is not None}
+    return data
+
+
 def measure(folder: Path) -> dict[str, Any]:
     """The figures of one finished run folder: steps, wall time, held-out accuracy (and its per-problem
     verdicts), zero-gradient and zero-variance shares, completion length, completions generated.
@@ -257,8 +268,12 @@ def measure(folder: Path) -> dict[str, Any]:
         generated = sampling["steps"] * per_step * world_size
     return {
         "steps": summary["global_step"],
-        # train.py's train_seconds includes the before-training evaluation; the budget does not.
-        "train_seconds": summary["train_seconds"] - ((summary.get("before") or {}).get("seconds") or 0),
+        # train.py's train_seconds includes the before-training evaluation, which the budget does not count,
+        # and leaves out the supervised warm-up, which it counts.
+        "train_seconds": summary["train_seconds"]
+        - ((summary.get("before") or {}).get("seconds") or 0)
+        + summary.get("warmup_seconds", 0),
+        "grpo_seconds": summary["train_seconds"] - ((summary.get("before") or {}).get("seconds") or 0),
         "accuracy_before": (summary.get("before") or {}).get("accuracy"),
         "accuracy_after": after["accuracy"],
         "correct": after["correct_by_problem"],
@@ -324,6 +339,7 @@ def summarize(sweep: Sweep, results: dict[str, dict[int, dict[str, Any]]]) -> di
                 for key in (
                     "steps",
                     "train_seconds",
+                    "grpo_seconds",
                     "accuracy_before",
                     "zero_gradient_steps",
                     "zero_variance_groups",
@@ -393,7 +409,7 @@ def markdown(table: dict[str, Any]) -> str:
             str(row["runs"]),
             f"{row['steps']:.0f}",
             f"{row['train_seconds'] / 60:.1f}",
-            f"{row['train_seconds'] / max(1, row['steps']):.1f}",
+            f"{row.get('grpo_seconds', row['train_seconds']) / max(1, row['steps']):.1f}",  # GRPO steps only
             f"{row['accuracy']:.1%} [{row['interval'][0]:.1%}, {row['interval'][1]:.1%}]",
             difference,
             _percent(row["zero_gradient_steps"]),

@@ -8,8 +8,8 @@ for a CPU (`--num_processes 2 --mixed_precision no`, no GPU visible: gloo), with
   replaced by a local sample with the same columns (`recipes/data/smoke/<owner>--<name>.jsonl`, made-up
   rows in the dataset's format), so that every recipe runs offline; a Hub dataset without one is an error
   naming the override to use;
-- a tool recipe's supervised warm-up cut to 2 steps on 4 demonstrations (the tools, the tool loop and the
-  warm-up itself still run);
+- a recipe's supervised warm-up cut to 2 steps on 4 demonstrations (the warm-up itself, and a tool recipe's
+  tools and tool loop, still run);
 - generation by transformers, vLLM in each training process (colocate) or a vLLM server started here.
 
 Everything else (prompt, rewards, loss, LoRA or not) is the recipe's, so a broken config, reward or launcher

@@ -152,6 +152,8 @@ def check(recipe: Recipe, load_data: bool = True, log=print) -> None:
         log(f"its solution: {rows[0]['solution']!r}")
         if recipe.uses_tools:
             _check_tools(recipe, splits.train, log)
+        elif recipe.warmup is not None:
+            _log_first_demonstration(recipe, rows, log)
     log(f"rewards: {', '.join(f'{s.name} (weight {s.weight})' for s in recipe.rewards)}")
     log(f"batch: {batch_arithmetic(config, 1)}")
     log(f"{recipe.source}: OK")
@@ -177,10 +179,16 @@ def _check_tools(recipe: Recipe, rows, log) -> None:
     if tokenizer is not None:
         check_tool_template(recipe, tokenizer)
     if recipe.warmup is not None:
-        from .warmup import demonstrations
+        _log_first_demonstration(recipe, rows, log, toolset)
 
-        first = demonstrations(replace(recipe, warmup=replace(recipe.warmup, examples=1)), rows, toolset)[0]
-        log(f"first warm-up demonstration: {first['completion']!r}")
+
+def _log_first_demonstration(recipe: Recipe, rows, log, toolset=None) -> None:
+    from ..toolset import Toolset
+    from .warmup import demonstrations
+
+    toolset = toolset or Toolset.for_recipe(recipe)
+    first = demonstrations(replace(recipe, warmup=replace(recipe.warmup, examples=1)), rows, toolset)[0]
+    log(f"first warm-up demonstration: {first['completion']!r}")
 
 
 def _write_json(path: Path, data: Any) -> None:
@@ -272,7 +280,7 @@ def train(
         _record_run_start(out, recipe, state.num_processes, str(state.device), last)
 
     # 3. Model, rewards, trainer; the held-out evaluation runs before training from a trainer callback.
-    from ..models import load_model, load_tokenizer, lora_config
+    from ..models import add_adapter, load_model, load_tokenizer, lora_config
     from ..toolset import Toolset, check_tool_template
     from .trainer import RecipeGRPOTrainer
     from .warmup import run_warmup
@@ -281,9 +289,17 @@ def train(
     toolset = Toolset.for_recipe(recipe)
     check_tool_template(recipe, tokenizer)
     model = load_model(recipe.model)
+    peft_config = lora_config(recipe.model)
+    if recipe.warmup is not None and peft_config is not None:
+        # The warm-up trains the adapter that GRPO goes on training: it is added here, not by the trainer.
+        zero3 = config.deepspeed_plugin is not None and config.deepspeed_plugin.zero_stage == 3
+        model = add_adapter(model, peft_config, zero3, seed=int(recipe.trainer.get("seed", 0)))
+        peft_config = None
+    warmup_seconds = 0.0
     if recipe.warmup is not None and not last:  # a resumed run's checkpoint holds the warmed-up weights
         rows = splits.train if recipe.curriculum is None else splits.level_rows(recipe.curriculum.start)
         warmup = run_warmup(recipe, model, tokenizer, rows, toolset, rank_log)
+        warmup_seconds = warmup["seconds"]
         if main:
             _update_json(out / "run_info.json", {"warmup": warmup})
     held_out = HeldOutEvaluation(recipe, splits.eval, tokenizer, out, rank_log)
@@ -291,7 +307,8 @@ def train(
     if held_out.enabled:
         callbacks.append(_before_training_callback(lambda: held_out.run("before", reuse_saved=bool(last))))
     if time_limit_minutes is not None:  # after the before-evaluation, so that the limit counts training only
-        callbacks.append(_time_limit_callback(time_limit_minutes * 60, log))
+        # The warm-up is training: it counts against the limit.
+        callbacks.append(_time_limit_callback(time_limit_minutes * 60 - warmup_seconds, log))
     curriculum = None
     if recipe.curriculum is not None:
         from .curriculum import Curriculum, checkpoint_callback
@@ -310,7 +327,7 @@ def train(
         args=config,
         train_dataset=splits.train,
         processing_class=tokenizer,
-        peft_config=lora_config(recipe.model),
+        peft_config=peft_config,
         callbacks=callbacks,
         dynamic_sampling=recipe.sampling.dynamic,
         max_rounds=recipe.sampling.max_rounds,
@@ -354,6 +371,7 @@ def train(
         "recipe": recipe.source,
         "global_step": trainer.state.global_step,
         "train_seconds": round(train_seconds, 1),
+        "warmup_seconds": warmup_seconds,
         "before": before,
         "after": after,
         "comparison": _paired_before_after(out, recipe) if main and before and after else None,

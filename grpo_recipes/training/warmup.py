@@ -1,16 +1,18 @@
-"""The supervised warm-up of a tool recipe: a few steps of supervised training on demonstrations, before GRPO,
-in the same run.
+"""The supervised warm-up: a few steps of supervised training on demonstrations, before GRPO, in the same run.
 
-A small model rarely calls a tool on its own, so GRPO would have nothing to reinforce. The warm-up trains the
-policy in place for `warmup.max_steps` steps on `warmup.examples` conversations built from the training rows
-(grpo_recipes.agents.demonstrations): the loss is on the assistant's tokens only (the calls and the answer),
-never on the prompt or the tool results. It is a plain loop on each process, with the same seed and data
-everywhere, before the trainer wraps the model, so it gives every process the same weights under DDP, ZeRO
-or FSDP; it trains all weights (no adapter), which suits the small models it is for. It needs no collective,
-except under ZeRO-3 with `zero3_init_flag`, where the model comes out of `from_pretrained` already partitioned
-(each process holds a shard of every weight): the weights are gathered for the warm-up and partitioned again
-after it (`full_weights`).
-A run resumed from a GRPO checkpoint skips it (the checkpoint holds the warmed-up weights).
+GRPO can only reinforce what the model samples. A small model rarely calls a tool on its own, and SmolLM2-135M
+never writes a minus sign on "3 - 9"; the warm-up shows it. It trains the policy in place for
+`warmup.max_steps` steps on `warmup.examples` demonstrations built from the training rows
+(grpo_recipes.agents.demonstrations): the recipe's tool calls, if any, then the answer filled from the row. The
+loss is on the assistant's tokens only (the calls and the answer), never on the prompt or the tool results. It
+trains what GRPO then trains: the LoRA adapter where the recipe has one (train.py adds it before the warm-up),
+else all weights.
+
+It is a plain loop on each process, with the same seed and data everywhere, before the trainer wraps the model,
+so it gives every process the same weights under DDP, ZeRO or FSDP. It needs no collective, except under
+ZeRO-3 with `zero3_init_flag`, where the model comes out of `from_pretrained` already partitioned (each process
+holds a shard of every weight): the weights are gathered for the warm-up and partitioned again after it
+(`full_weights`). A run resumed from a GRPO checkpoint skips it (the checkpoint holds the warmed-up weights).
 """
 
 from __future__ import annotations
@@ -110,15 +112,17 @@ def run_warmup(recipe: Recipe, model, tokenizer, rows, toolset: Toolset, log=pri
 
     spec = recipe.warmup
     assert spec is not None
-    schemas = [get_json_schema(tool) for tool in toolset.tools]
+    schemas = [get_json_schema(tool) for tool in toolset.tools] or None  # no tools: no tool prompt
     template_kwargs = recipe.trainer.get("chat_template_kwargs")
     examples = [
         tokenize_demonstration(tokenizer, d, schemas, template_kwargs)
         for d in demonstrations(recipe, rows, toolset)
     ]
+    trained = "the LoRA adapter" if hasattr(model, "peft_config") else "all weights"
     log(
         f"warm-up: {len(examples)} demonstrations, {spec.max_steps} supervised steps "
-        f"(batch {spec.per_device_train_batch_size}, learning rate {spec.learning_rate:g}), loss on the assistant's tokens"
+        f"(batch {spec.per_device_train_batch_size}, learning rate {spec.learning_rate:g}) on {trained}, "
+        "loss on the assistant's tokens"
     )
     device = next(model.parameters()).device
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id

@@ -88,8 +88,10 @@ CASES = [
     ),
     (set_in("tools.0.max_result_chars", 0), "tools[0].max_result_chars", "must be at least 1, got 0"),
     (set_in("tools.0.timeout", 5), "tools[0]", "unknown key 'timeout'"),
-    (delete("tools"), "warmup", "a warm-up demonstrates tool calls: the recipe has no tools."),
-    (set_in("model.lora", {"r": 8}), "warmup", "cannot be combined with model.lora"),
+    (delete("tools"), "warmup.calls", "the warm-up demonstrates tool calls, but the recipe has no tools."),
+    (set_in("warmup.max_steps", 0), "warmup.max_steps", "must be a whole number >= 1, not 0"),
+    (set_in("warmup.examples", -3), "warmup.examples", "must be a whole number >= 1, not -3"),
+    (set_in("warmup.learning_rate", 0.0), "warmup.learning_rate", "must be a number in (0, 1), not 0.0"),
     (
         set_in("warmup.calls.0.tool", "python"),
         "warmup.calls[0].tool",

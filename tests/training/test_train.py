@@ -99,6 +99,49 @@ def test_rerun_resumes_from_the_last_checkpoint(tiny_model, tmp_path):
     assert any(p.name.startswith("run.") and (p / "checkpoint-4").is_dir() for p in tmp_path.iterdir())
 
 
+def test_a_warm_up_trains_the_lora_adapter_that_grpo_goes_on_with(tiny_model, tmp_path):
+    out = tmp_path / "run"
+    data = tiny_recipe(tiny_model, out, save_steps=1)
+    data["model"]["lora"] = {"r": 4, "alpha": 8, "target_modules": "all-linear"}
+    data["warmup"] = {
+        "answer": "{question} = {answer}",
+        "examples": 4,
+        "max_steps": 6,
+        "per_device_train_batch_size": 4,
+        "learning_rate": 0.01,
+    }
+    recipe = write_recipe(tmp_path / "warm.yaml", data)
+    first = run_script("train.py", "--config", str(recipe))
+    assert first.returncode == 0, first.stderr[-3000:]
+    log = first.stdout + first.stderr
+    assert "first warm-up demonstration" not in log  # that line is --check's
+    assert (
+        "warm-up: 4 demonstrations, 6 supervised steps (batch 4, learning rate 0.01) on the LoRA adapter"
+        in log
+    )
+    assert "evaluating the warmed-up model on 8 held-out prompts" in log
+    info = json.loads((out / "run_info.json").read_text())["warmup"]
+    assert info["steps"] == 6 and info["last_loss"] < info["first_loss"]  # the same 4 examples, learnt
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["warmup_seconds"] == info["seconds"] > 0
+
+    # One adapter, saved as the run's model: a fresh adapter's B matrices are zero, and the tiny model's
+    # all-wrong groups give GRPO no gradient, so a non-zero B is the warm-up's, carried through the trainer.
+    from safetensors.torch import load_file
+
+    weights = load_file(out / "adapter_model.safetensors")
+    b = [w for name, w in weights.items() if "lora_B" in name]
+    assert b and all(".ref." not in name for name in weights)
+    assert any(float(w.abs().max()) > 0 for w in b)
+    assert json.loads((out / "adapter_config.json").read_text())["r"] == 4
+
+    # Resumed from its checkpoint, the run skips the warm-up: the checkpoint's adapter holds it.
+    second = run_script("train.py", "--config", str(recipe), "trainer.max_steps=3")
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert f"Resuming from {out / 'checkpoint-2'}" in second.stdout and "warm-up:" not in second.stdout
+    assert json.loads((out / "summary.json").read_text())["global_step"] == 3
+
+
 @pytest.mark.parametrize(
     "override, expected",
     [
