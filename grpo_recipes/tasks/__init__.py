@@ -5,7 +5,7 @@ A recipe names one under `dataset.generator`; its rows have the columns listed i
 Example:
     >>> rows = GENERATORS["arithmetic"].generate(3, seed=0, max_ops=2)
     >>> sorted(rows[0])
-    ['answer', 'question']
+    ['answer', 'question', 'worked']
 """
 
 from __future__ import annotations
@@ -86,7 +86,10 @@ class Generator:
 
 GENERATORS: dict[str, Generator | ReasoningGymGenerator] = {
     "arithmetic": Generator(
-        arithmetic, columns=("question", "answer"), check=check_arithmetic, count_distinct=arithmetic_capacity
+        arithmetic,
+        columns=("question", "answer", "worked"),
+        check=check_arithmetic,
+        count_distinct=arithmetic_capacity,
     ),
     "calculator_arithmetic": Generator(
         calculator_arithmetic,

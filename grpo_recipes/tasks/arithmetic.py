@@ -1,8 +1,12 @@
 """The arithmetic generator: expressions with operator precedence, like ``2 + 2 × 6``.
 
+Each row has a `worked` column, the question worked to its answer one operation at a time, for a supervised
+warm-up to show (`warmup.answer: "{worked}"`): a difference below zero is written as the opposite of a
+difference above it, ``3 - 9 = -(9 - 3) = -6``, which a small model computes where it cannot ``3 - 9`` directly.
+
 Example:
     >>> arithmetic(1, seed=0, max_ops=1)
-    [{'question': '7 - 1', 'answer': '6'}]
+    [{'question': '7 - 1', 'answer': '6', 'worked': '7 - 1 = 6'}]
 """
 
 from __future__ import annotations
@@ -28,6 +32,34 @@ def _evaluate(operands: list[int], operators: list[str]) -> int:
     return total
 
 
+def worked(operands: list[int], operators: list[str], times_symbol: str = "×") -> str:
+    """The expression, then each step of its evaluation (products first, then left to right), joined by `=`.
+
+    >>> worked([2, 3, 4], ["+", "*"])
+    '2 + 3 × 4 = 2 + 12 = 14'
+    >>> worked([3, 9], ["-"]), worked([9, 3], ["-"])
+    ('3 - 9 = -(9 - 3) = -6', '9 - 3 = 6')
+    """
+    values, ops = list(operands), list(operators)
+
+    def text() -> str:
+        parts = [str(values[0])]
+        for op, value in zip(ops, values[1:], strict=True):
+            parts += [times_symbol if op == "*" else op, str(value)]
+        return " ".join(parts)
+
+    steps = [text()]
+    while ops:
+        i = ops.index("*") if "*" in ops else 0
+        left, right, op = values[i], values[i + 1], ops[i]
+        if op == "-" and len(ops) == 1 and 0 <= left < right:
+            steps.append(f"-({right} - {left})")
+        values[i : i + 2] = [left * right if op == "*" else left + right if op == "+" else left - right]
+        del ops[i]
+        steps.append(text())
+    return " = ".join(steps)
+
+
 def arithmetic(
     n: int,
     seed: int,
@@ -44,8 +76,8 @@ def arithmetic(
     Difficulty grows with the number of operators (`min_ops`..`max_ops`, drawn uniformly per problem) and the
     operand range. Problems are distinct within a call; `exclude` removes given questions (a held-out split).
 
-    >>> arithmetic(2, seed=1, max_ops=1)
-    [{'question': '2 + 5', 'answer': '7'}, {'question': '8 × 8', 'answer': '64'}]
+    >>> [row["question"] + " -> " + row["answer"] for row in arithmetic(2, seed=1, max_ops=1)]
+    ['2 + 5 -> 7', '8 × 8 -> 64']
     """
     rng = random.Random(seed)
     exclude = exclude or set()
@@ -70,7 +102,8 @@ def arithmetic(
         if question in seen or question in exclude:
             continue
         seen.add(question)
-        rows.append({"question": question, "answer": str(_evaluate(operands, ops))})
+        answer = str(_evaluate(operands, ops))
+        rows.append({"question": question, "answer": answer, "worked": worked(operands, ops, times_symbol)})
     return rows
 
 

@@ -184,3 +184,43 @@ def test_a_failing_call_is_demonstrated_with_its_error_text():
         {"calculator": get_tool("calculator")},
     )
     assert demo["completion"][1]["content"] == "Error: division by zero"
+
+
+DEFAULT = REPO / "recipes" / "default.yaml"
+
+
+def test_the_default_recipes_warm_up_is_the_answer_alone_and_earns_its_own_reward(smollm2_tokenizer):
+    """Every demonstration of the default recipe is right by the recipe's own reward, and the negative ones
+    show the minus sign the base model never writes."""
+    from grpo_recipes.reward_stack import RewardStack
+
+    recipe = load_recipe(DEFAULT, check_trainer=False)
+    assert recipe.warmup is not None and recipe.warmup.calls == [] and not recipe.uses_tools
+    train, _ = generated_rows(recipe.dataset)
+    rows = [{**row, "prompt": build_prompt(row, recipe.prompt), "solution": row["answer"]} for row in train]
+    demos = demonstrations(recipe, rows, Toolset.for_recipe(recipe))
+    assert len(demos) == recipe.warmup.examples == len(rows)  # each training row once
+    answers = [demo["completion"] for demo in demos]
+    assert all(len(turns) == 1 and turns[0]["role"] == "assistant" for turns in answers)
+    texts = [turns[0]["content"] for turns in answers]
+    assert texts == [row["worked"] for row in rows]
+    for text, row in zip(texts, rows, strict=True):
+        a, op, b = row["question"].split(" ")
+        if op == "-" and int(a) < int(b):  # the opposite of a difference the model can do
+            assert text == f"{a} - {b} = -({b} - {a}) = {row['answer']}"
+        else:
+            assert text == f"{row['question']} = {row['answer']}"
+    assert sum(row["answer"].startswith("-") for row in rows) > 10
+    reward = RewardStack.for_recipe(recipe).functions[0]
+    scores = reward(
+        prompts=[row["prompt"] for row in rows],
+        completions=[[{"role": "assistant", "content": text}] for text in texts],
+        solution=[row["solution"] for row in rows],
+    )
+    assert scores == [1.0] * len(rows)
+
+    # Without tools the demonstration renders with no tool prompt, and only the answer is trained.
+    ids, labels = tokenize_demonstration(smollm2_tokenizer, demos[0], None)
+    (trained,) = (smollm2_tokenizer.decode(run) for run in spans(ids, labels))
+    assert trained == f"{texts[0]}<|im_end|>\n"
+    assert smollm2_tokenizer.decode(ids) == render(smollm2_tokenizer, demos[0]["prompt"] + answers[0], None)

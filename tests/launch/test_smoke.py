@@ -90,7 +90,11 @@ def check_run(out, log, dist: str, gen: str, lora: str) -> dict:
 @pytest.mark.parametrize("dist, gen, lora", MATRIX, ids=["-".join(m) for m in MATRIX])
 def test_default_recipe_runs_distributed(outputs, dist, gen, lora):
     out, log = smoke(outputs, "default", dist, gen, lora)
-    check_run(out, log, dist, gen, lora)
+    info = check_run(out, log, dist, gen, lora)
+    # Its warm-up ran on each process first (cut to 2 steps), on the adapter GRPO then trained, or all weights.
+    assert info["warmup"]["steps"] == 2 and info["warmup"]["examples"] == 4
+    trained = "the LoRA adapter" if lora == "on" else "all weights"
+    assert f"2 supervised steps (batch 2, learning rate 0.0002) on {trained}" in log
 
 
 def test_gsm8k_recipe_zero3_vllm_colocate_with_its_own_architecture_and_rewards(outputs):
