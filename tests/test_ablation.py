@@ -219,7 +219,8 @@ def test_a_null_setting_is_the_same_run_as_the_setting_left_out(tmp_path):
     data = yaml.safe_load((REPO / "recipes" / "default.yaml").read_text())
     data.pop("warmup", None)
     recipe = write_recipe(tmp_path / "default.yaml", data)
-    without = Sweep.from_values(recipe, "trainer.beta", "0").runs(tmp_path)[0].folder
+    without = Sweep.from_values(recipe, "trainer.beta", "0,0.04").runs(tmp_path)[0].folder
+    without.mkdir(parents=True)  # a finished run's folder: a sweep that names the same run finds it
     nulled = (
         Sweep.from_file(
             write_recipe(
@@ -228,7 +229,10 @@ def test_a_null_setting_is_the_same_run_as_the_setting_left_out(tmp_path):
                     "name": "nulls",
                     "recipe": str(recipe),
                     "budget_minutes": 4,
-                    "values": [{"name": "null", "set": {"trainer.beta": 0, "warmup": None}}],
+                    "values": [
+                        {"name": "null", "set": {"trainer.beta": 0, "warmup": None}},
+                        {"name": "0.04", "set": {"trainer.beta": 0.04}},
+                    ],
                 },
             )
         )
@@ -255,6 +259,6 @@ def test_the_warm_up_counts_as_training_time_but_not_in_seconds_per_step(tmp_pat
     (folder / "run_info.json").write_text(json.dumps({"world_size": 1}))
     measured = measure(folder)
     assert measured["train_seconds"] == 80.0 and measured["grpo_seconds"] == 50.0
-    sweep = Sweep.from_values(REPO / "recipes" / "default.yaml", "trainer.beta", "0")
+    sweep = Sweep.from_values(REPO / "recipes" / "default.yaml", "trainer.beta", "0,0.04")
     table = markdown(summarize(sweep, {"0": {0: measured}}))
     assert "| 0 | 1 | 10 | 1.3 | 5.0 | 75.0% " in table  # 80 s of training in all; 50 s for 10 GRPO steps

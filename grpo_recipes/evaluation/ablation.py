@@ -372,6 +372,12 @@ def _percent(value: float | None, signed: bool = False) -> str:
     return "—" if value is None else f"{value:+.1%}" if signed else f"{value:.1%}"
 
 
+def _grpo_seconds(row: dict[str, Any]) -> float:
+    """Seconds of GRPO steps: training time less a warm-up (runs measured before the warm-up existed have
+    only their training time, which was all GRPO)."""
+    return row["train_seconds"] if row.get("grpo_seconds") is None else row["grpo_seconds"]
+
+
 def markdown(table: dict[str, Any]) -> str:
     """The sweep's table: one row per value."""
     header = [
@@ -409,7 +415,7 @@ def markdown(table: dict[str, Any]) -> str:
             str(row["runs"]),
             f"{row['steps']:.0f}",
             f"{row['train_seconds'] / 60:.1f}",
-            f"{row.get('grpo_seconds', row['train_seconds']) / max(1, row['steps']):.1f}",  # GRPO steps only
+            f"{_grpo_seconds(row) / max(1, row['steps']):.1f}",
             f"{row['accuracy']:.1%} [{row['interval'][0]:.1%}, {row['interval'][1]:.1%}]",
             difference,
             _percent(row["zero_gradient_steps"]),
