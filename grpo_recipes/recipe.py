@@ -516,13 +516,13 @@ def _check_tools(recipe: Recipe, source: str, base_dir: Path | None = None) -> N
             raise RecipeError(
                 source, "tools", f"{', '.join(clash)} is both a tool and a method of the environment."
             )
-    if recipe.warmup is not None:
+    if recipe.warmup is not None:  # the types are the parser's to check; the ranges are these
         for key in ("examples", "max_steps", "per_device_train_batch_size"):
             value = getattr(recipe.warmup, key)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            if value < 1:
                 raise RecipeError(source, f"warmup.{key}", f"must be a whole number >= 1, not {value!r}.")
         rate = recipe.warmup.learning_rate
-        if isinstance(rate, bool) or not isinstance(rate, int | float) or not 0 < rate < 1:
+        if not 0 < rate < 1:
             raise RecipeError(source, "warmup.learning_rate", f"must be a number in (0, 1), not {rate!r}.")
     if recipe.warmup is not None and recipe.warmup.calls:
         names = [spec.name.rpartition(":")[2] for spec in recipe.tools]

@@ -266,15 +266,15 @@ def measure(folder: Path) -> dict[str, Any]:
         )
         world_size = json.loads((folder / "run_info.json").read_text()).get("world_size", 1)
         generated = sampling["steps"] * per_step * world_size
+    before = summary.get("before") or {}
+    # train.py's train_seconds includes the before-training evaluation, which the budget does not count, and
+    # leaves out the supervised warm-up, which it counts.
+    grpo_seconds = summary["train_seconds"] - (before.get("seconds") or 0)
     return {
         "steps": summary["global_step"],
-        # train.py's train_seconds includes the before-training evaluation, which the budget does not count,
-        # and leaves out the supervised warm-up, which it counts.
-        "train_seconds": summary["train_seconds"]
-        - ((summary.get("before") or {}).get("seconds") or 0)
-        + summary.get("warmup_seconds", 0),
-        "grpo_seconds": summary["train_seconds"] - ((summary.get("before") or {}).get("seconds") or 0),
-        "accuracy_before": (summary.get("before") or {}).get("accuracy"),
+        "train_seconds": grpo_seconds + summary.get("warmup_seconds", 0),
+        "grpo_seconds": grpo_seconds,
+        "accuracy_before": before.get("accuracy"),
         "accuracy_after": after["accuracy"],
         "correct": after["correct_by_problem"],
         "zero_gradient_steps": sampling["zero_gradient_steps"] / max(1, sampling["steps"]),

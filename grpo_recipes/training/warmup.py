@@ -108,6 +108,7 @@ def full_weights(model) -> Iterator[None]:
 def run_warmup(recipe: Recipe, model, tokenizer, rows, toolset: Toolset, log=print) -> dict[str, Any]:
     """Train `model` in place on the demonstrations; returns a summary (steps, seconds, losses)."""
     import torch
+    from accelerate.utils import is_peft_model
     from transformers.utils import get_json_schema
 
     spec = recipe.warmup
@@ -118,7 +119,7 @@ def run_warmup(recipe: Recipe, model, tokenizer, rows, toolset: Toolset, log=pri
         tokenize_demonstration(tokenizer, d, schemas, template_kwargs)
         for d in demonstrations(recipe, rows, toolset)
     ]
-    trained = "the LoRA adapter" if hasattr(model, "peft_config") else "all weights"
+    trained = "the LoRA adapter" if is_peft_model(model) else "all weights"
     log(
         f"warm-up: {len(examples)} demonstrations, {spec.max_steps} supervised steps "
         f"(batch {spec.per_device_train_batch_size}, learning rate {spec.learning_rate:g}) on {trained}, "
