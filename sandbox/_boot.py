@@ -1,9 +1,10 @@
 """Inside the sandbox: enter namespaces, build the filesystem view, set limits, drop privileges, run.
 
-The harness (:mod:`sandbox.runner`) starts ``python -I -B _boot.py FD``, where FD is a memfd holding the
-run's configuration as JSON. This file is a script run by the interpreter the harness names: standard
-library only, nothing imported from the package, so it starts fast and works wherever the interpreter can
-read it.
+The harness (:mod:`sandbox.runner`) starts ``python -I -S -B -c LOADER CODE_FD CONFIG_FD``: CODE_FD is a
+memfd holding this script, ``wire`` and ``_calls`` compiled and marshalled (so no host path shows on a
+command line, in ``/proc/1/cmdline`` or in a traceback), CONFIG_FD one holding the run's configuration as
+JSON. This file is standard library only, nothing imported from the package, so it starts fast and
+works wherever the interpreter can read it.
 
 With namespaces (``config["namespaces"]``) the process tree is::
 
@@ -31,6 +32,10 @@ null, zero, full, random and urandom, an empty ``/run``, and ``/proc`` of the ne
 ``pivot_root`` into it and the host's root detached, everything made read-only, and a size-limited tmpfs
 on ``/tmp`` (the program's working directory) and ``/dev/shm``. The network namespace has only a
 loopback interface.
+
+Last, after the drop and with no_new_privs set, a seccomp filter (:func:`seccomp_program`) refuses the
+system calls the program has no use for (socket families beyond Unix and IP, new namespaces, the
+keyring, ptrace, bpf, io_uring, mounting...) with EPERM.
 """
 
 from __future__ import annotations
@@ -409,6 +414,132 @@ def _loopback_up() -> None:
         fcntl.ioctl(sock, SIOCSIFFLAGS, struct.pack("16sH", b"lo", flags | IFF_UP) + b"\0" * 22)
 
 
+# --- the system call filter -----------------------------------------------------------------------
+#
+# A classic-BPF seccomp program, installed last (after the mounts, the limits and the drop, with
+# no_new_privs set), so the program and everything it starts run under it and cannot remove it. It
+# allows every system call but these, which fail with EPERM (none kills the process):
+#   * sockets of any family but AF_UNIX, AF_INET and AF_INET6 (the network namespace has only a loopback
+#     interface): no AF_VSOCK (the virtual machine's host), AF_NETLINK, AF_PACKET, AF_ALG, Bluetooth...;
+#   * clone with a namespace flag, unshare and setns: no nested user (or other) namespace;
+#   * the kernel keyring, ptrace and reading or writing another process's memory, bpf, perf events,
+#     userfaultfd, io_uring, mounting (old and new API), pivot_root, chroot, file handles, kexec, kernel
+#     modules, swap, reboot, syslog, process accounting, quotas;
+#   * system calls of another ABI than the interpreter's (32-bit and x32 calls on x86-64).
+# clone3 fails with ENOSYS instead: its flags sit in memory that a filter cannot read, and the C library
+# then falls back to clone, whose flags it can.
+
+SECCOMP_MODE_FILTER = 2
+PR_SET_SECCOMP = 22
+SECCOMP_RET_ALLOW = 0x7FFF0000
+SECCOMP_RET_ERRNO = 0x00050000
+EPERM, ENOSYS = 1, 38
+BPF_LD_W_ABS, BPF_JEQ, BPF_JGE, BPF_JSET, BPF_RET = 0x20, 0x15, 0x35, 0x45, 0x06
+#: Offsets in struct seccomp_data: the call's number, its architecture, its first argument (low half).
+DATA_NR, DATA_ARCH, DATA_ARG0 = 0, 4, 16
+SOCKET_FAMILIES = (1, 2, 10)  # AF_UNIX, AF_INET, AF_INET6
+#: CLONE_NEWNS, CLONE_NEWCGROUP, CLONE_NEWUTS, CLONE_NEWIPC, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET.
+CLONE_NAMESPACE_FLAGS = 0x7E020000
+X32_SYSCALL_BIT = 0x40000000
+#: Per architecture: its AUDIT_ARCH value, and the numbers of the calls the filter looks at.
+SYSCALLS = {
+    "x86_64": {
+        "arch": 0xC000003E, "socket": 41, "socketpair": 53, "clone": 56, "clone3": 435,
+        "denied": {"unshare": 272, "setns": 308, "mount": 165, "umount2": 166, "pivot_root": 155,
+                   "chroot": 161, "keyctl": 250, "add_key": 248, "request_key": 249, "ptrace": 101,
+                   "process_vm_readv": 310, "process_vm_writev": 311, "bpf": 321, "perf_event_open": 298,
+                   "userfaultfd": 323, "io_uring_setup": 425, "io_uring_enter": 426,
+                   "io_uring_register": 427, "kexec_load": 246, "kexec_file_load": 320,
+                   "init_module": 175, "finit_module": 313, "delete_module": 176,
+                   "open_by_handle_at": 304, "name_to_handle_at": 303, "open_tree": 428,
+                   "move_mount": 429, "fsopen": 430, "fsconfig": 431, "fsmount": 432, "fspick": 433,
+                   "mount_setattr": 442, "swapon": 167, "swapoff": 168, "reboot": 169, "syslog": 103,
+                   "acct": 163, "quotactl": 179},
+    },
+    "aarch64": {
+        "arch": 0xC00000B7, "socket": 198, "socketpair": 199, "clone": 220, "clone3": 435,
+        "denied": {"unshare": 97, "setns": 268, "mount": 40, "umount2": 39, "pivot_root": 41,
+                   "chroot": 51, "keyctl": 219, "add_key": 217, "request_key": 218, "ptrace": 117,
+                   "process_vm_readv": 270, "process_vm_writev": 271, "bpf": 280, "perf_event_open": 241,
+                   "userfaultfd": 282, "io_uring_setup": 425, "io_uring_enter": 426,
+                   "io_uring_register": 427, "kexec_load": 104, "kexec_file_load": 294,
+                   "init_module": 105, "finit_module": 273, "delete_module": 106,
+                   "open_by_handle_at": 265, "name_to_handle_at": 264, "open_tree": 428,
+                   "move_mount": 429, "fsopen": 430, "fsconfig": 431, "fsmount": 432, "fspick": 433,
+                   "mount_setattr": 442, "swapon": 224, "swapoff": 225, "reboot": 142, "syslog": 116,
+                   "acct": 89, "quotactl": 60},
+    },
+}  # fmt: skip
+SYSCALLS["arm64"] = SYSCALLS["aarch64"]
+
+
+def seccomp_program(machine: str) -> list[tuple[int, int, int, int]]:
+    """The filter for ``machine`` (``os.uname().machine``) as (code, jt, jf, k) instructions.
+    Raises KeyError for an architecture without a table."""
+    table = SYSCALLS[machine]
+    code: list[tuple] = []  # jumps name their targets; resolved to offsets at the end
+
+    def jump(op: int, k: int, true: str | None, false: str | None = None) -> None:
+        code.append((op, true, false, k))
+
+    code.append((BPF_LD_W_ABS, 0, 0, DATA_ARCH))
+    jump(BPF_JEQ, table["arch"], None, "deny")
+    code.append((BPF_LD_W_ABS, 0, 0, DATA_NR))
+    if machine == "x86_64":
+        jump(BPF_JGE, X32_SYSCALL_BIT, "deny")
+    jump(BPF_JEQ, table["socket"], "socket")
+    jump(BPF_JEQ, table["socketpair"], "socket")
+    jump(BPF_JEQ, table["clone"], "clone")
+    jump(BPF_JEQ, table["clone3"], "enosys")
+    for number in sorted(set(table["denied"].values())):
+        jump(BPF_JEQ, number, "deny")
+    jump(BPF_JEQ, 0, "allow", "allow")  # (always: every jump goes forward)
+    labels = {"socket": len(code)}
+    code.append((BPF_LD_W_ABS, 0, 0, DATA_ARG0))
+    for family in SOCKET_FAMILIES:
+        jump(BPF_JEQ, family, "allow")
+    code.append((BPF_RET, 0, 0, SECCOMP_RET_ERRNO | EPERM))
+    labels["clone"] = len(code)
+    code.append((BPF_LD_W_ABS, 0, 0, DATA_ARG0))
+    jump(BPF_JSET, CLONE_NAMESPACE_FLAGS, "deny", "allow")
+    labels["enosys"] = len(code)
+    code.append((BPF_RET, 0, 0, SECCOMP_RET_ERRNO | ENOSYS))
+    labels["deny"] = len(code)
+    code.append((BPF_RET, 0, 0, SECCOMP_RET_ERRNO | EPERM))
+    labels["allow"] = len(code)
+    code.append((BPF_RET, 0, 0, SECCOMP_RET_ALLOW))
+
+    def offset(here: int, label: str | int | None) -> int:
+        if not isinstance(label, str):
+            return label or 0
+        distance = labels[label] - here - 1
+        if not 0 <= distance < 256:
+            raise ValueError(f"seccomp: jump to {label} out of range")
+        return distance
+
+    return [(op, offset(i, jt), offset(i, jf), k) for i, (op, jt, jf, k) in enumerate(code)]
+
+
+#: Why the filter is not in force in this run ("" when it is); the probe reports it.
+SECCOMP_MISSING = "not installed"
+
+
+def install_seccomp() -> str:
+    """Install the filter on this process (no_new_privs must be set); "" when it is in force, else why not."""
+    import struct
+
+    machine = os.uname().machine
+    if machine not in SYSCALLS:
+        return f"no system call table for {machine}"
+    program = b"".join(struct.pack("HBBI", *instruction) for instruction in seccomp_program(machine))
+    buffer = ctypes.create_string_buffer(program, len(program))
+    fprog = struct.pack("HL", len(program) // 8, ctypes.addressof(buffer))
+    fprog_buffer = ctypes.create_string_buffer(fprog, len(fprog))
+    if _libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, fprog_buffer, 0, 0) != 0:
+        return f"prctl(PR_SET_SECCOMP): {os.strerror(ctypes.get_errno())}"
+    return ""
+
+
 # --- the program process ----------------------------------------------------------------------------
 
 
@@ -463,7 +594,7 @@ def write_files(config: dict) -> None:
 
 
 def main() -> None:
-    config_fd = int(sys.argv[1])
+    config_fd = int(sys.argv[-1])
     with os.fdopen(config_fd, "rb") as file:
         config = json.loads(file.read())
     namespaces = bool(config["namespaces"])
@@ -481,6 +612,10 @@ def main() -> None:
         set_limits(config["limits"])
         drop_privileges(config)
         os.chdir(config["workdir"])
+        global SECCOMP_MISSING
+        SECCOMP_MISSING = install_seccomp()
+        if SECCOMP_MISSING and config.get("seccomp") is True:  # the isolation check found it working
+            raise SetupError(f"seccomp filter: {SECCOMP_MISSING}")
     except (SetupError, OSError) as error:
         _status(config, {"setup_error": str(error)})
         os._exit(SETUP_FAILED)
@@ -491,25 +626,25 @@ def main() -> None:
 
 
 def _preload(config: dict):
-    """The in-sandbox harness of ``serve``/``tests``, imported before the namespaces and the privilege drop
-    (the package's own files need not be visible inside the sandbox)."""
+    """The in-sandbox harness of ``serve``/``tests`` (the harness passed its code with this script's),
+    loaded before the namespaces and the privilege drop."""
     if config["mode"] not in ("serve", "tests"):
         return None
-    import importlib.util
+    import types
 
-    here = os.path.dirname(os.path.abspath(__file__))
-    modules = {}
     for name in ("wire", "_calls"):
-        spec = importlib.util.spec_from_file_location(f"_sandbox_{name}", os.path.join(here, f"{name}.py"))
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[spec.name] = module
-        spec.loader.exec_module(module)
-        modules[name] = module
-    return modules["_calls"]
+        module = types.ModuleType(f"_sandbox_{name}")
+        sys.modules[module.__name__] = module
+        exec(CODE[name], module.__dict__)  # noqa: F821  (CODE: given by the harness's loader)
+    return sys.modules["_sandbox__calls"]
 
 
 def run(config: dict, calls) -> None:
     mode = config["mode"]
+    if mode in ("script", "serve", "tests"):  # the interpreter started without site (-S): its builtins
+        import site
+
+        site.main()
     if mode == "probe":
         _probe()
     elif mode == "exec":
@@ -546,15 +681,24 @@ def _run_script(config: dict) -> None:
 
 def _probe() -> None:
     """What the program would see: printed as JSON for the harness's isolation check."""
+    import errno
     import math  # noqa: F401  (the stdlib's extension modules are readable)
     import socket
 
+    with open("/proc/net/dev") as lines:  # (if_nameindex asks netlink, which the filter refuses)
+        interfaces = sorted(line.split(":")[0].strip() for line in lines if ":" in line)
     found = {
         "uid": os.getuid(),
         "pid": os.getpid(),
-        "interfaces": [name for _, name in socket.if_nameindex()],
+        "interfaces": interfaces,
         "processes": len([name for name in os.listdir("/proc") if name.isdigit()]),
+        "seccomp": SECCOMP_MISSING,
     }
+    try:  # refused by the filter: EPERM, whatever the kernel has
+        socket.socket(getattr(socket, "AF_VSOCK", 40), socket.SOCK_STREAM).close()
+        found["vsock"] = "opened"
+    except OSError as error:
+        found["vsock"] = errno.errorcode.get(error.errno, str(error.errno))
     for name, path in (("root_writable", "/probe-write"), ("tmp_writable", "/tmp/probe-write")):
         try:
             with open(path, "w") as file:

@@ -8,12 +8,16 @@ processes:
   attribute, iterate. Results go back as plain data (:mod:`wire`); anything else stays here and goes back
   as a reference. Everything this process sends is untrusted: the program may have replaced any of this.
 * :func:`run_tests` (the tests' process, where the program never ran) binds each name of the manifest:
-  a module the program imported to that module, imported here (the real one); a callable the program
-  imported (``from math import sqrt``: its ``__module__`` is not the program's) to the real one, imported
-  here by module and qualified name, when it imports; any other callable or object to a stub that calls
-  the program process, and plain values to their decoded copy. It then runs the setup code (so the tests'
-  helpers are the trusted ones), then each test in a fresh copy of that namespace, compiled with
-  assertions on. It reports each test's outcome on its own pipe to the harness, as it happens.
+  plain values to their decoded copy, and every other name, whatever the program says it is (its own
+  function, a function or class it imported, a module under another name), to a stub that calls the
+  program's process and gets back plain data. Nothing the manifest names ever runs here: a callable's
+  ``__module__`` and ``__qualname__`` are the program's to set, so they choose nothing (``from math import
+  gcd`` still works: the stub calls ``gcd`` in the program's process). The one exception is a name that is
+  an importable top-level module's (``math``): it stands for that module and nothing else, imported here
+  under that same name as if the test had imported it, and only when the program imported that very
+  module under it. It then runs the setup code (so the tests' helpers are the trusted ones), then each
+  test in a fresh copy of that namespace, compiled with assertions on. It reports each test's outcome on
+  its own pipe to the harness, as it happens.
 
 Names the manifest may not bind in the tests: dunder names, names that are not identifiers, every
 builtin's name (a program's ``len`` or ``AssertionError`` never replaces the tests' own), and, to anything
@@ -113,7 +117,7 @@ def serve(config: dict) -> None:
                 manifest[name] = {"kind": "module", "module": value.__name__}
             continue
         if callable(value):
-            manifest[name] = {"kind": "callable", **_origin(value)}
+            manifest[name] = {"kind": "callable"}
             continue
         try:
             manifest[name] = {"kind": "value", "value": wire.encode(value)}
@@ -128,18 +132,6 @@ def serve(config: dict) -> None:
         if request is None:
             return
         channel.send(_answer(request, module, resolve, reference))
-
-
-def _origin(value: object) -> dict:
-    """Where a callable that the program imported comes from (its module and qualified name), so that
-    the tests process can import the real one; {} for the program's own."""
-    try:
-        module, qualname = getattr(value, "__module__", None), getattr(value, "__qualname__", None)
-    except Exception:
-        return {}
-    if isinstance(module, str) and isinstance(qualname, str) and module != "solution":
-        return {"module": module, "qualname": qualname}
-    return {}
 
 
 def _answer(request: dict, module: types.ModuleType, resolve, reference) -> dict:
@@ -288,24 +280,18 @@ def run_tests(config: dict) -> None:
         if not _bindable(name) or type(info) is not dict:
             continue
         kind = info.get("kind")
-        if kind == "module":  # the real module, here; never another one under a module's own name
-            real = _import(info.get("module"))
-            if real is not None and (real.__name__ == name or not _is_module_name(name)):
-                namespace[name] = real
-            continue
-        if kind == "callable" and "module" in info:  # imported by the program: the real one, if it exists
-            real = _real_callable(info.get("module"), info.get("qualname"))
-            if real is not None:
-                namespace[name] = real
-                continue
-        if _is_module_name(name):  # a program's object never stands for a module the tests may mean
+        if _is_module_name(name):  # that module, as the test's own import would give it, or nothing
+            if kind == "module" and info.get("module") == name:
+                real = _import(name)
+                if real is not None:
+                    namespace[name] = real
             continue
         if kind == "value":
             try:
                 namespace[name] = wire.decode(info.get("value"))
             except wire.WireError:
                 continue
-        else:
+        else:  # the program's function, class, module or object, wherever it says it comes from
             namespace[name] = Remote(connection, {"name": name}, f"{name!r}")
     try:
         exec(compile(config.get("setup", ""), "<setup>", "exec", optimize=0), namespace)
@@ -332,32 +318,15 @@ def _bindable(name: object) -> bool:
     )
 
 
-def _import(name: object) -> types.ModuleType | None:
-    """The module ``name`` imported here (only what this process can import: the standard library and
-    what the sandbox shows), or None."""
-    if not isinstance(name, str) or len(name) > 200 or name.startswith("_sandbox") or name == "__main__":
-        return None
-    if not all(part.isidentifier() for part in name.split(".")):
+def _import(name: str) -> types.ModuleType | None:
+    """The top-level module ``name`` imported here (only what this process can import: the standard
+    library and what the sandbox shows), or None."""
+    if not name.isidentifier() or name.startswith("_sandbox"):
         return None
     try:
         return importlib.import_module(name)
     except BaseException:
         return None
-
-
-def _real_callable(module: object, qualname: object) -> object | None:
-    """``module``'s object at ``qualname``, if it imports here and is callable; else None."""
-    value = _import(module)
-    if value is None or not isinstance(qualname, str) or len(qualname) > 200:
-        return None
-    for part in qualname.split("."):
-        if not part.isidentifier():
-            return None
-        try:
-            value = getattr(value, part)
-        except Exception:
-            return None
-    return value if callable(value) else None
 
 
 def _is_module_name(name: str) -> bool:

