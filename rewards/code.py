@@ -25,10 +25,13 @@ trainer's uid, unless ``isolation="none"`` says to (see :class:`sandbox.Sandbox`
 * ``code_stdio``, column ``test_cases``: a list of ``{"input": str, "output": str}`` (or that list as a
   JSON string). The program runs once per case with the input on stdin; a case passes when it exits with
   status 0 within the limits and its stdout equals the output, line by line, ignoring trailing whitespace
-  on each line and trailing blank lines. ``timeout_seconds`` is per case; once a case runs out of wall or
-  CPU time, the program's remaining cases are skipped and fail (a program that sleeps costs one timeout,
-  not one per case). The score is the share of cases passed (``partial_credit=False``: 1 only when all
-  pass, and the remaining cases are skipped after the first failure).
+  on each line and trailing blank lines. ``timeout_seconds`` is per case, and ``total_timeout_seconds``
+  (default three times that) bounds all of one completion's cases together: a case starts with what is left
+  of it, and the cases left when it is spent fail unrun, so a program costs at most that budget whatever it
+  does per case (one that sleeps just under the per-case limit on every case included). Once a case runs
+  out of wall or CPU time, the program's remaining cases are skipped and fail too. The score is the share
+  of cases passed (``partial_credit=False``: 1 only when all pass, and the remaining cases are skipped
+  after the first failure).
 
 HumanEval and MBPP rows map onto ``code_tests`` with :func:`humaneval_columns` and :func:`mbpp_columns`.
 A row whose tests are missing or malformed scores None (cannot be scored): among them a row with a blank
@@ -41,6 +44,7 @@ from __future__ import annotations
 import ast
 import json
 import math
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -293,8 +297,13 @@ class CodeStdio(_CodeReward):
         partial_credit: bool = True,
         cases_column: str = "test_cases",
         isolation: str = "auto",
+        total_timeout_seconds: float | None = None,
     ) -> None:
         self.timeout_seconds = timeout_seconds
+        #: Wall time of all one completion's cases together (None: three times ``timeout_seconds``).
+        self.total_timeout_seconds = (
+            3 * timeout_seconds if total_timeout_seconds is None else total_timeout_seconds
+        )
         self.memory_mb = memory_mb
         self.num_workers = num_workers
         self.partial_credit = partial_credit
@@ -305,14 +314,15 @@ class CodeStdio(_CodeReward):
         self.cases_column = cases_column
         self.required_columns = (cases_column,)
         self._check_params()
+        if not (0 < self.total_timeout_seconds <= 36000 and math.isfinite(self.total_timeout_seconds)):
+            raise invalid(
+                self.name, f"total_timeout_seconds must be in (0, 36000], got {self.total_timeout_seconds}"
+            )
 
     def score_batch(self, samples: list[Sample], log_extra: LogExtra | None = None) -> list[float | None]:
         scores: list[float | None] = [None] * len(samples)
         notes = [""] * len(samples)
-        jobs = []
-        failed: set[int] = set()
-        out_of_time: set[int] = set()  # completions whose program hit its wall or CPU time on a case
-        counts: dict[int, int] = {}
+        jobs = []  # (index, program, cases): one completion's cases run in turn, within its budget
         for index, sample in enumerate(samples):
             cases = _cases(sample.columns.get(self.cases_column))
             if cases is None:
@@ -322,31 +332,34 @@ class CodeStdio(_CodeReward):
             if program is None or not program.strip():
                 scores[index], notes[index] = 0.0, "[no python block]"
                 continue
-            counts[index] = len(cases)
-            jobs += [(index, program, case) for case in cases]
+            jobs.append((index, program, cases))
         if jobs:
             box = self._sandbox()
-
-            def judge(job: tuple[int, str, tuple[str, str]]) -> bool | None:
-                index, program, (stdin, expected) = job
-                if index in out_of_time or (not self.partial_credit and index in failed):
-                    return None  # out of time on a case, or all-or-nothing and already failed: skip
-                result = box.run_python(program, stdin=stdin)
-                passed = result.ok and output_lines(result.stdout) == output_lines(expected)
-                if not passed:
-                    failed.add(index)
-                if result.timed_out or {"wall", "cpu"} & set(result.limits_hit):
-                    out_of_time.add(index)
-                return passed
-
-            outcomes = box.map(judge, jobs)
-            for index, count in counts.items():
-                passed = sum(1 for (i, *_), ok in zip(jobs, outcomes, strict=True) if i == index and ok)
-                scores[index] = passed / count if self.partial_credit else float(passed == count)
-                notes[index] = f"{passed}/{count} cases passed"
+            results = box.map(lambda job: self._judge(box, job[1], job[2]), jobs)
+            for (index, _, cases), (passed, note) in zip(jobs, results, strict=True):
+                scores[index] = passed / len(cases) if self.partial_credit else float(passed == len(cases))
+                notes[index] = f"{passed}/{len(cases)} cases passed{note}"
         if log_extra is not None:
             log_extra(f"{self.name}/result", notes)
         return scores
+
+    def _judge(self, box, program: str, cases: list[tuple[str, str]]) -> tuple[int, str]:
+        """How many of ``cases`` the program passes, run one after another within the completion's budget;
+        and a note when the budget or a case's time ran out."""
+        deadline = time.monotonic() + self.total_timeout_seconds
+        passed = 0
+        for stdin, expected in cases:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return passed, " (time budget spent)"
+            result = box.run_python(program, stdin=stdin, timeout_seconds=min(self.timeout_seconds, left))
+            if result.ok and output_lines(result.stdout) == output_lines(expected):
+                passed += 1
+            elif not self.partial_credit:
+                return passed, ""
+            if result.timed_out or {"wall", "cpu"} & set(result.limits_hit):
+                return passed, " (time budget spent)" if left < self.timeout_seconds else " (out of time)"
+        return passed, ""
 
 
 def output_lines(text: str) -> list[str]:

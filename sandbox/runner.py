@@ -21,6 +21,7 @@ the sandbox) and logs it in one line.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import fcntl
 import functools
 import json
@@ -358,11 +359,18 @@ class Sandbox:
         *,
         argv: Sequence[str] = (),
         files: dict[str, str] | None = None,
+        timeout_seconds: float | None = None,
     ) -> RunResult:
         """Run ``source`` as a Python script (``__main__``, file ``main.py`` in its working directory) with
-        ``stdin``; ``argv`` follows ``main.py`` in ``sys.argv``; ``files`` (name: text) are written beside it."""
+        ``stdin``; ``argv`` follows ``main.py`` in ``sys.argv``; ``files`` (name: text) are written beside it.
+        ``timeout_seconds``: this run's wall time (and CPU time) when shorter than the limits' (the rest of a
+        budget shared by several runs)."""
         files = {**(files or {}), "main.py": source}
-        return self._run("script", files=files, stdin=_bytes(stdin), argv=["main.py", *argv])
+        limits = self.limits
+        if timeout_seconds is not None and timeout_seconds < limits.timeout_seconds:
+            cpu = min(timeout_seconds, limits.cpu_seconds or timeout_seconds)
+            limits = dataclasses.replace(limits, timeout_seconds=timeout_seconds, cpu_seconds=cpu)
+        return self._run("script", files=files, stdin=_bytes(stdin), argv=["main.py", *argv], limits=limits)
 
     def run_command(
         self, argv: Sequence[str], stdin: str | bytes = "", *, files: dict[str, str] | None = None
@@ -382,12 +390,15 @@ class Sandbox:
 
     # --- internals shared with sandbox.judge -----------------------------------------------------------
 
-    def _run(self, mode: str, *, files: dict[str, str], stdin: bytes, argv: list[str]) -> RunResult:
+    def _run(
+        self, mode: str, *, files: dict[str, str], stdin: bytes, argv: list[str], limits: Limits | None = None
+    ) -> RunResult:
+        limits = limits or self.limits
         started = time.monotonic()
         with _Workdir(self) as workdir:
-            process = self._spawn(mode, workdir, files=files, stdin=stdin, argv=argv)
-            _drive([process], started + self.limits.timeout_seconds)
-            return process.result(self.limits, self.isolation, time.monotonic() - started)
+            process = self._spawn(mode, workdir, files=files, stdin=stdin, argv=argv, limits=limits)
+            _drive([process], started + limits.timeout_seconds)
+            return process.result(limits, self.isolation, time.monotonic() - started)
 
     def _spawn(
         self,
@@ -399,14 +410,16 @@ class Sandbox:
         argv: list[str],
         pass_fds: Sequence[int] = (),
         extra: dict[str, Any] | None = None,
+        limits: Limits | None = None,
     ) -> _Process:
+        limits = limits or self.limits
         namespaces = self.isolation == "namespaces"
         status_r, status_w = os.pipe()
         config = {
             "mode": mode,
             "namespaces": namespaces,
             "user": self.user,
-            "limits": self.limits.for_boot(),
+            "limits": limits.for_boot(),
             "files": files,
             "argv": argv,
             "workdir": "/tmp" if namespaces else workdir,
@@ -435,7 +448,7 @@ class Sandbox:
         finally:
             for fd in (code_fd, config_fd, stdin_fd, status_w):
                 os.close(fd)
-        return _Process(popen, status_r, self.limits.max_output_bytes, namespaces)
+        return _Process(popen, status_r, limits.max_output_bytes, namespaces)
 
 
 @functools.cache

@@ -104,8 +104,28 @@ def test_a_program_out_of_time_on_a_case_skips_its_other_cases():
     began = time.monotonic()
     assert reward([sleeper], test_cases=[cases], log_extra=logged.__setitem__) == [0.0]
     assert time.monotonic() - began < 3 * 1  # about one timeout, not six (a generous bound)
-    assert logged["code_stdio/result"] == ["0/6 cases passed"]
+    assert logged["code_stdio/result"] == ["0/6 cases passed (out of time)"]
     assert reward([sleeper, echo], test_cases=[cases, cases]) == [0.0, 1.0]
+
+
+def test_one_time_budget_per_completion_across_its_cases():
+    """A program that sleeps just under the per-case limit on every case (reading the limit it was given)
+    is never out of time on a case, yet costs at most the completion's budget: the cases left when it is
+    spent fail unrun. An honest program's cases all run within the same budget."""
+    reward = get_reward("code_stdio", timeout_seconds=1, total_timeout_seconds=2.5)
+    sleeper = (
+        "```python\nimport resource, time\n"
+        "time.sleep(0.8 * resource.getrlimit(resource.RLIMIT_CPU)[0])\nprint(input())\n```"
+    )
+    echo = "```python\nprint(input())\n```"
+    cases = [{"input": f"{n}\n", "output": f"{n}\n"} for n in range(12)]
+    logged = {}
+    began = time.monotonic()
+    (score,) = reward([sleeper], test_cases=[cases], log_extra=logged.__setitem__)
+    assert time.monotonic() - began < 2.5 + 1.5  # the budget and one run's start, not 12 x 0.8 s
+    assert 0 < score < 0.5 and logged["code_stdio/result"][0].endswith("(time budget spent)")
+    assert reward([echo], test_cases=[cases]) == [1.0]
+    assert get_reward("code_stdio", timeout_seconds=4).total_timeout_seconds == 12
 
 
 @pytest.mark.parametrize(
@@ -113,6 +133,7 @@ def test_a_program_out_of_time_on_a_case_skips_its_other_cases():
     [
         {"timeout_seconds": 0},
         {"timeout_seconds": "x"},
+        {"total_timeout_seconds": 0},
         {"memory_mb": 1},
         {"num_workers": 0},
         {"partial_credit": "no"},
