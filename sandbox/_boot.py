@@ -543,7 +543,9 @@ def install_seccomp() -> str:
 # --- the program process ----------------------------------------------------------------------------
 
 
-def set_limits(limits: dict) -> None:
+def set_limits(limits: dict, grouped: bool = False) -> None:
+    """The rlimits. In a control group (``grouped``) its pids.max counts this run's processes alone, so
+    RLIMIT_NPROC, which counts every process of the uid (every run's, as root), is left at its maximum."""
     cpu = int(limits["cpu_seconds"])
     resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
     for name, key in (
@@ -553,6 +555,8 @@ def set_limits(limits: dict) -> None:
         ("RLIMIT_FSIZE", "file_bytes"),
     ):
         value = int(limits[key])
+        if name == "RLIMIT_NPROC" and grouped:
+            value = resource.getrlimit(resource.RLIMIT_NPROC)[1]  # (as high as it may be set here)
         resource.setrlimit(getattr(resource, name), (value, value))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
@@ -602,6 +606,14 @@ def main() -> None:
     with contextlib.suppress(OSError), open("/proc/self/oom_score_adj", "w") as file:
         file.write("1000")
     try:
+        # First: wait until the harness has moved this process into the run's control group (when it
+        # made one), so that everything the run starts is in it.
+        gate = config.get("cgroup_gate_fd")
+        if gate is not None:
+            opened = os.read(gate, 1)
+            os.close(gate)
+            if opened != b"1":
+                raise SetupError("the harness could not move the run into its control group")
         # Before the mounts and the new root: this package may live anywhere, under /tmp too.
         preloaded = _preload(config)
         if namespaces:
@@ -609,7 +621,7 @@ def main() -> None:
             enter_namespaces(config)
             sys.executable = sys._base_executable = executable  # (a virtual environment's is not in view)
         write_files(config)
-        set_limits(config["limits"])
+        set_limits(config["limits"], grouped=gate is not None)
         drop_privileges(config)
         os.chdir(config["workdir"])
         global SECCOMP_MISSING

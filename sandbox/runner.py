@@ -43,6 +43,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
+from sandbox import cgroups
+
 logger = logging.getLogger(__name__)
 
 #: What runs inside the sandbox: the boot script, and what it loads for ``serve``/``tests``.
@@ -137,6 +139,8 @@ class Limits:
             "open_files": self.max_open_files,
             "file_bytes": self.max_file_mb << 20,
             "tmp_bytes": self.tmp_mb << 20,
+            # With a control group: the whole run's memory, its /tmp and /dev/shm (tmpfs pages) included.
+            "group_memory_bytes": (self.memory_mb + 2 * self.tmp_mb) << 20,
         }
 
 
@@ -175,6 +179,8 @@ class Isolation:
     """Why namespaces are not in force ("" when they are)."""
     seccomp: bool = False
     """Whether runs get the system call filter (see :mod:`sandbox._boot`)."""
+    cgroup: int | None = None
+    """The cgroup version each run gets a control group of (see :mod:`sandbox.cgroups`); None: none."""
 
 
 # --- isolation check --------------------------------------------------------------------------------------
@@ -221,11 +227,13 @@ def _detect(python: str) -> Isolation:
         kinds = "pid, mount, network, IPC, UTS" if user is not None else "user, pid, mount, network, IPC, UTS"
         who = f"uid {user}" if user is not None else "your uid without capabilities"
         seccomp, filtering = _seccomp_seen(seen)
+        version, grouping = _cgroup_found()
         return Isolation(
             "namespaces",
-            f"namespaces ({kinds}): read-only filesystem, private /tmp, no network, rlimits, {filtering}; "
-            f"programs run as {who}",
+            f"namespaces ({kinds}): read-only filesystem, private /tmp, no network, rlimits, {grouping}, "
+            f"{filtering}; programs run as {who}",
             seccomp=seccomp,
+            cgroup=version,
         )
     reason = result.setup_error or (f"probe saw {seen}" if seen else _tail(result.stderr) or "probe failed")
     fallback = Sandbox(Limits(timeout_seconds=20), isolation="none", python=python, _checked=True)
@@ -242,13 +250,24 @@ def _detect(python: str) -> Isolation:
         )
     who = f"as uid {user}" if user is not None else "as your own uid (they can read and write what you can)"
     seccomp, filtering = _seccomp_seen(_parse_probe(result) or {})
+    version, grouping = _cgroup_found()
     return Isolation(
         "none",
-        f"none: namespaces unavailable, programs run {who} with rlimits, {filtering}, a scrubbed environment "
-        "and a process-group kill only; network and filesystem are not isolated (use a container or VM)",
+        f"none: namespaces unavailable, programs run {who} with rlimits, {grouping}, {filtering}, a scrubbed "
+        "environment and a process-group kill only; network and filesystem are not isolated (use a container "
+        "or VM)",
         reason=reason,
         seccomp=seccomp,
+        cgroup=version,
     )
+
+
+def _cgroup_found() -> tuple[int | None, str]:
+    """The cgroup version runs get a group of, and the words for the log line."""
+    found, why = cgroups.find()
+    if found is None:
+        return None, f"no control group per run ({why}): memory and processes limited per process only"
+    return found.version, f"a control group per run (cgroup v{found.version}: memory and processes in all)"
 
 
 def _seccomp_seen(seen: dict) -> tuple[bool, str]:
@@ -328,8 +347,12 @@ class Sandbox:
         self._mode: IsolationMode | None = None
         #: True where the isolation check saw the filter work: a run that cannot install it then fails.
         self._seccomp: bool | None = None
+        #: Where each run gets its control group (None: per-process rlimits only); see sandbox.cgroups.
+        self._cgroups: cgroups.Cgroups | None = None
         if isolation == "none" or _checked:
             self._mode = "none" if isolation == "none" else "namespaces"
+        if isolation == "none" and not _checked:
+            self._cgroups = cgroups.find()[0]
 
     @property
     def isolation(self) -> IsolationMode:
@@ -350,6 +373,7 @@ class Sandbox:
                 )
             self._mode = found.mode
             self._seccomp = found.seccomp
+            self._cgroups = cgroups.find()[0]
         return self._mode
 
     def run_python(
@@ -429,6 +453,14 @@ class Sandbox:
             **(extra or {}),
         }
         code_fd = _memfd(_inside_code())
+        group = gate_r = gate_w = None
+        if self._cgroups is not None:
+            # The harness moves the boot process into the run's group while its interpreter starts (the
+            # first move into a group can wait a kernel grace period, ~15 ms); it waits at the gate.
+            group = self._cgroups.create(limits.for_boot()["group_memory_bytes"], limits.max_processes)
+            gate_r, gate_w = os.pipe()
+            config["cgroup_gate_fd"] = gate_r
+            pass_fds = (*pass_fds, gate_r)
         config_fd = _memfd(json.dumps(config).encode())
         stdin_fd = _memfd(stdin)
         env = {**BASE_ENV, "HOME": config["workdir"], "TMPDIR": config["workdir"]}
@@ -445,10 +477,24 @@ class Sandbox:
                 cwd="/",
                 start_new_session=True,
             )
+        except BaseException:
+            if group is not None:
+                group.remove()
+                os.close(gate_w)
+            raise
         finally:
-            for fd in (code_fd, config_fd, stdin_fd, status_w):
-                os.close(fd)
-        return _Process(popen, status_r, limits.max_output_bytes, namespaces)
+            for fd in (code_fd, config_fd, stdin_fd, status_w, gate_r):
+                if fd is not None:
+                    os.close(fd)
+        if group is not None:
+            try:
+                group.add(popen.pid)
+                os.write(gate_w, b"1")
+            except OSError as error:  # the boot process reads end of file at the gate and fails its setup
+                logger.warning("sandbox: a run could not join its control group: %s", error)
+            finally:
+                os.close(gate_w)
+        return _Process(popen, status_r, limits.max_output_bytes, namespaces, group)
 
 
 @functools.cache
@@ -525,8 +571,17 @@ class _Process:
     The boot process (the leader of its own process group) is reaped only in :meth:`finish`, after the kill
     of its group: its pid, and so the group's id, cannot be reused before that kill."""
 
-    def __init__(self, popen: subprocess.Popen, status_fd: int, cap: int, namespaces: bool) -> None:
+    def __init__(
+        self,
+        popen: subprocess.Popen,
+        status_fd: int,
+        cap: int,
+        namespaces: bool,
+        group: cgroups.RunGroup | None = None,
+    ) -> None:
         self.popen = popen
+        self.group = group
+        self.out_of_memory = False
         self.pid = popen.pid
         self.cap = cap
         self.namespaces = namespaces
@@ -624,6 +679,9 @@ class _Process:
         for pipe in (self.popen.stdout, self.popen.stderr):
             pipe.close()
         os.close(self.status.fd)
+        if self.group is not None:  # (everything of the run is dead by now, unless it left its group)
+            self.out_of_memory = self.group.out_of_memory()
+            self.group.remove()
 
     def status_messages(self) -> list[dict]:
         messages = []
@@ -654,13 +712,15 @@ class _Process:
             hit.append("cpu")
         if self.output_limit:
             hit.append("output")
+        if self.out_of_memory:
+            hit.append("memory")
         last = stderr[-2000:]
         for name, marks in (
             ("memory", ("MemoryError",)),
             ("file_size", ("File too large", "[Errno 27]")),
             ("processes", ("[Errno 11] Resource temporarily unavailable",)),
         ):
-            if any(mark in last for mark in marks) and exit_code != 0:
+            if any(mark in last for mark in marks) and exit_code != 0 and name not in hit:
                 hit.append(name)
         return RunResult(
             stdout=bytes(self.stdout.data).decode("utf-8", errors="replace"),
