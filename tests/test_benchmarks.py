@@ -102,11 +102,13 @@ def test_bench_code_tiny():
     assert report["isolation"] in ("namespaces", "none")
     for workers in (1, 2):
         assert report[f"judged_per_second_{workers}_workers"] > 0 and report[f"passed_{workers}_workers"] == 3
-    for way in ("bare", "limits", "isolated"):
+    for way in ("bare", "bare -I -S", "limits", "isolated"):
         assert report[f"{way}_ms_per_program"] > 0 and report[f"{way}_passed"] == 3
     assert report["limits_vs_bare"] > 0 and report["isolated_vs_bare"] > 0
+    assert report["isolated_vs_bare_no_site"] > 0 and "seccomp" in report["isolation_line"]
     lines = make("bench-code", "--limit 3 --num-workers 2").stdout.splitlines()
     assert any(line.startswith("code_tests, 2 worker(s):") for line in lines)
     header = next(line for line in lines if line.startswith("median")).split()
     ratios = next(line for line in lines if line.startswith("vs bare")).split()
-    assert header[1:] == ["bare", "limits", "isolated"] and ratios[2] == "1.0" and len(ratios) == 5
+    assert header[1:] == ["bare", "bare", "-I", "-S", "limits", "isolated"]
+    assert ratios[2] == "1.0" and len(ratios) == 5

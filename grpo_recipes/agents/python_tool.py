@@ -13,6 +13,7 @@ Example:
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Callable
 
 from sandbox import Limits, Sandbox
@@ -21,18 +22,30 @@ from .tools import register_tool
 
 
 def describe_run(result, stderr_lines: int = 8) -> str:
-    """What the model reads about one run: its output, its error's last lines, the limit that stopped it."""
-    parts = [result.stdout]
+    """What the model reads about one run: its output, its error's last lines, and how it ended when not of
+    itself (the limit that stopped it, or the signal that killed it), each on a line of its own."""
     if result.setup_error:
         return f"Error: the sandbox could not run the code: {result.setup_error}"
+    parts = [result.stdout]
     if result.exit_code not in (0, None) or result.signal is not None:
         tail = "\n".join(result.stderr.strip().splitlines()[-stderr_lines:])
         if tail:
             parts.append(tail + "\n")
     if result.limits_hit:
         parts.append(f"[stopped: {', '.join(result.limits_hit)} limit]\n")
-    text = "".join(parts)
+    elif result.signal is not None:
+        parts.append(f"[killed by signal {result.signal} ({_signal_name(result.signal)})]\n")
+    text = parts[0]
+    for part in parts[1:]:
+        text += ("" if not text or text.endswith("\n") else "\n") + part
     return text if text.strip() else "(no output: print the values you want to see)\n"
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return "unknown"
 
 
 @register_tool("python")

@@ -9,7 +9,7 @@ TRL 1.16 runs tool calls one after another in the trainer's process, with no tim
 an exception to the model as the text of a dict. So every call goes through :func:`guard`: it runs the tool
 in a daemon thread and waits at most ``timeout_seconds``; an exception, a timeout or arguments that do not
 fit the signature become one line of text for the model (``Error: ...``), a result longer than
-``max_result_chars`` is cut, and :class:`ToolStats` counts each case for the step log. A tool that never
+``max_result_chars`` is cut to its start and its end (:func:`cut`), and :class:`ToolStats` counts each case for the step log. A tool that never
 returns leaves its thread behind (Python cannot kill a thread), but training goes on.
 
 Example:
@@ -155,7 +155,7 @@ def guard(
         text = result_text(outcome.get("result"))
         if len(text) > max_result_chars:
             stats.add(truncated=1)
-            text = text[:max_result_chars] + f"\n[... cut: {len(text)} characters in all]"
+            text = cut(text, max_result_chars)
         return text
 
     guarded.__wrapped__ = tool  # functools.wraps sets it; named here because get_json_schema relies on it
@@ -242,6 +242,21 @@ def build_tool(name: str, params: Mapping[str, Any] | None = None, key: str = "n
     if problems:
         raise ToolError(key, f"tool {name} cannot be described to the model: {'; '.join(problems)}.")
     return tool
+
+
+def cut(text: str, max_chars: int) -> str:
+    """``text`` cut to its first two thirds of ``max_chars`` and its last third, with a note of its length
+    between them: how a long output ended (an error, a limit, the last value) is what the model most needs.
+
+    >>> cut("0123456789" * 3, 12)
+    '01234567\\n[... cut: 30 characters in all ...]\\n6789'
+    """
+    tail = max_chars // 3
+    return (
+        text[: max_chars - tail]
+        + f"\n[... cut: {len(text)} characters in all ...]\n"
+        + text[len(text) - tail :]
+    )
 
 
 def get_tool(

@@ -135,7 +135,7 @@ def test_guarded_calls_never_raise_and_are_counted(release):
     assert walk.wait(seconds=30) == "Error: wait did not finish within 0.2 s"
     assert time.monotonic() - start < 5
     assert walk.fail(message="broken\nbadly") == "Error: RuntimeError: broken badly"
-    assert walk.move(direction="up", steps=1000) == "at -9\n[... cut: 7 characters in all]"
+    assert walk.move(direction="up", steps=1000) == "at -\n[... cut: 7 characters in all ...]\n8"
     assert walk.move(way="right") == "Error: bad arguments for move: missing a required argument: 'direction'"
     assert stats.as_dict() == {"calls": 6, "failures": 3, "timeouts": 1, "truncated": 1}
     assert environment_outcome(walk) == -988.0

@@ -184,7 +184,7 @@ def test_the_toolset_follows_the_recipe(tmp_path):
     )
     toolset = Toolset.for_recipe(recipe)
     assert list(toolset.by_name()) == ["calculator"] and toolset.environment_factory is None
-    assert toolset.tools[0](expression="1000 * 1000") == "100\n[... cut: 7 characters in all]"
+    assert toolset.tools[0](expression="1000 * 1000") == "10\n[... cut: 7 characters in all ...]\n0"
     assert toolset.stats.as_dict() == {"calls": 1, "failures": 0, "timeouts": 0, "truncated": 1}
 
 

@@ -120,7 +120,7 @@ def test_a_long_result_is_cut_with_a_marker_and_counted():
     stats = ToolStats()
     guarded = guard(echo, max_result_chars=50, stats=stats)
     text = guarded(text="abcde", times=100)
-    assert text == "abcde" * 10 + "\n[... cut: 500 characters in all]"
+    assert text == ("abcde" * 10)[:34] + "\n[... cut: 500 characters in all ...]\n" + ("abcde" * 10)[-16:]
     assert guarded(text="x", times=50) == "x" * 50  # exactly the limit: kept whole
     assert stats.as_dict() == {"calls": 2, "failures": 0, "timeouts": 0, "truncated": 1}
 
