@@ -295,3 +295,22 @@ def test_without_namespaces_an_ordinary_user_must_ask_for_the_fallback(unprivile
     refused, stdout, mode = json.loads(run.stdout.splitlines()[-1])
     assert "isolation='none'" in refused and "hf_secret" not in run.stdout
     assert stdout == f"{NOBODY}\n" and mode == "none"
+
+
+def test_a_program_killed_by_a_signal_is_reported_so():
+    """SIGKILL too (it cannot be given a handler, which the boot script's report once tripped on)."""
+    for number in (9, 15, 11):
+        result = box().run_python(f"import os\nprint('before', flush=True)\nos.kill(os.getpid(), {number})")
+        assert (result.signal, result.exit_code, result.setup_error) == (number, None, ""), result.stderr
+        assert result.stdout == "before\n"
+
+
+def test_a_traceback_shows_the_program_frames_only():
+    result = box().run_python("def f():\n    return 1 / 0\n\nf()\n")
+    assert result.exit_code == 1 and "<sandbox" not in result.stderr
+    assert result.stderr.startswith("Traceback (most recent call last):\n")
+    assert (
+        result.stderr.rstrip().endswith("ZeroDivisionError: division by zero") and "line 4" in result.stderr
+    )
+    assert box().run_python("import sys\nsys.exit(3)").exit_code == 3
+    assert box().run_python("exit(4)").exit_code == 4  # site's builtins are there
