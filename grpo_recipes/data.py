@@ -54,9 +54,66 @@ def _is_local(path: str) -> bool:
 
 
 def load_local_file(path: str):
+    """A local file's rows as a `datasets.Dataset`, each value of the type the file gives it.
+
+    JSON and JSON lines are read with `json` and CSV with `csv` (every value a string), not by `datasets`'
+    builders: those infer types from the text (an ISO date string becomes a datetime, a CSV column of digits
+    an int), so a reward comparing strings would score 0 on every completion. Parquet files carry their types.
+    """
     import datasets
 
-    return datasets.load_dataset(LOCAL_DATA_SUFFIXES[Path(path).suffix], data_files=path, split="train")
+    suffix = Path(path).suffix
+    if suffix == ".parquet":
+        return datasets.load_dataset("parquet", data_files=path, split="train")
+    rows = read_rows(path)
+    try:
+        return datasets.Dataset.from_list(rows)
+    except Exception as err:  # pyarrow: a column whose values are of several types
+        raise DataFileError(
+            f"{path}: {_mixed_column(rows) or type(err).__name__ + ': ' + str(err)}"
+        ) from None
+
+
+def read_rows(path: str | Path) -> list[dict[str, Any]]:
+    """The rows of a .jsonl (one JSON object a line), .json (a list of objects, or JSON lines) or .csv file."""
+    import csv
+
+    path = Path(path)
+    if path.suffix == ".csv":
+        with path.open(newline="", encoding="utf-8") as file:
+            return [dict(row) for row in csv.DictReader(file)]
+    text = path.read_text(encoding="utf-8")
+    if path.suffix == ".json" and text.lstrip().startswith("["):
+        rows = json.loads(text)
+    else:
+        rows = []
+        for number, line in enumerate(text.splitlines(), 1):
+            if line.strip():
+                try:
+                    rows.append(json.loads(line))
+                except ValueError as err:
+                    raise DataFileError(f"{path}:{number}: not a JSON object: {err}") from None
+    for number, row in enumerate(rows, 1):
+        if not isinstance(row, dict):
+            raise DataFileError(f"{path}: row {number} is a {type(row).__name__}, not an object.")
+    return rows
+
+
+def _mixed_column(rows: list[dict[str, Any]]) -> str:
+    """Which column mixes value types (a string in one row, a number in another), in words; "" if none."""
+    seen: dict[str, tuple[str, int]] = {}
+    for number, row in enumerate(rows, 1):
+        for key, value in row.items():
+            kind = type(value).__name__ if value is not None else None
+            if kind is None:
+                continue
+            first = seen.setdefault(key, (kind, number))
+            if first[0] != kind and {first[0], kind} != {"int", "float"}:
+                return (
+                    f"column '{key}' is a {first[0]} in row {first[1]} and a {kind} in row {number}: "
+                    "give it one type in every row."
+                )
+    return ""
 
 
 class DataFileError(ValueError):

@@ -28,6 +28,7 @@ from typing import Any, Literal
 import yaml
 
 import rewards as reward_registry
+from rewards.imports import is_import_path
 from rewards.typecheck import FieldError, check_mapping, check_value, dataclass_fields, join_key, suggest
 
 from .tasks import GENERATORS
@@ -273,11 +274,13 @@ class Recipe:
     """Where the recipe came from, with the overrides applied (for messages); not a key in the file."""
     path: Path | None = field(default=None, init=False)
     """The recipe file, when it was read from one; not a key in the file."""
+    base_dir: Path | None = field(default=None, init=False)
+    """The recipe file's folder: where relative data paths and a user's own modules are looked for first."""
 
     def to_dict(self) -> dict[str, Any]:
         """The recipe as plain data, in the shape of the file (for writing the resolved recipe)."""
         data = dataclasses.asdict(self)
-        for not_in_file in ("name", "source", "path"):
+        for not_in_file in ("name", "source", "path", "base_dir"):
             data.pop(not_in_file)
         return data
 
@@ -302,7 +305,10 @@ class Recipe:
     @functools.cached_property
     def reward_functions(self) -> list[reward_registry.Reward]:
         """One reward per entry of `rewards`, built with its params."""
-        return [_build_reward(self.source, f"rewards[{i}]", spec) for i, spec in enumerate(self.rewards)]
+        return [
+            _build_reward(self.source, f"rewards[{i}]", spec, self.base_dir)
+            for i, spec in enumerate(self.rewards)
+        ]
 
     @functools.cached_property
     def evaluation_function(self) -> reward_registry.Reward:
@@ -311,7 +317,7 @@ class Recipe:
         for candidate, function in zip(self.rewards, self.reward_functions, strict=True):
             if candidate is spec:
                 return function
-        return _build_reward(self.source, "evaluation.reward", spec)
+        return _build_reward(self.source, "evaluation.reward", spec, self.base_dir)
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -395,20 +401,17 @@ def _check_rewards(recipe: Recipe, source: str) -> None:
     if not recipe.rewards:
         raise RecipeError(source, "rewards", "at least one reward is required.")
     available = reward_registry.available_rewards()
-    for i, spec in enumerate(recipe.rewards):
-        if spec.name not in available:
+    named = [(f"rewards[{i}].name", spec.name) for i, spec in enumerate(recipe.rewards)]
+    if recipe.evaluation.reward is not None:
+        named.append(("evaluation.reward", recipe.evaluation.reward))
+    for key, name in named:
+        if name not in available and not is_import_path(name):
             raise RecipeError(
                 source,
-                f"rewards[{i}].name",
-                f"unknown reward '{spec.name}'. Allowed: {', '.join(available)}.{suggest(spec.name, available)}",
+                key,
+                f"unknown reward '{name}'. Allowed: {', '.join(available)}, or your own as "
+                f"'package.module:function' (or ':Class').{suggest(name, available)}",
             )
-    if recipe.evaluation.reward is not None and recipe.evaluation.reward not in available:
-        name = recipe.evaluation.reward
-        raise RecipeError(
-            source,
-            "evaluation.reward",
-            f"unknown reward '{name}'. Allowed: {', '.join(available)}.{suggest(name, available)}",
-        )
     # Build every reward now, which checks its params; training, evaluation and the audit reuse these.
     _ = recipe.evaluation_function
 
@@ -482,10 +485,11 @@ def _check_tools(recipe: Recipe, source: str, base_dir: Path | None = None) -> N
     from .agents.tools import ToolError, build_tool
 
     names: dict[str, int] = {}
+    search = [base_dir] if base_dir is not None else []
     for i, spec in enumerate(recipe.tools):
         _check_limits(source, f"tools[{i}]", spec)
         try:
-            name = build_tool(spec.name, spec.params).__name__
+            name = build_tool(spec.name, spec.params, search=search).__name__
         except ToolError as err:
             raise RecipeError(source, join_key(f"tools[{i}]", err.key), err.problem) from None
         if name in names:
@@ -498,7 +502,9 @@ def _check_tools(recipe: Recipe, source: str, base_dir: Path | None = None) -> N
     if recipe.environment is not None:
         _check_limits(source, "environment", recipe.environment)
         try:
-            env_class, params = get_environment_class(recipe.environment.name, recipe.environment.params)
+            env_class, params = get_environment_class(
+                recipe.environment.name, recipe.environment.params, search=search
+            )
         except ToolError as err:
             raise RecipeError(source, join_key("environment", err.key), err.problem) from None
         # One instance now, as TRL makes one when the trainer starts: its constructor's own checks of the
@@ -582,12 +588,19 @@ def _check_chat_template(recipe: Recipe, source: str, base_dir: Path | None) -> 
         )
 
 
-def _build_reward(source: str, key: str, spec: RewardSpec) -> reward_registry.Reward:
-    """The reward `spec` names, built with its params; a bad param is a RecipeError under `key.params`."""
+def _build_reward(
+    source: str, key: str, spec: RewardSpec, base_dir: Path | None = None
+) -> reward_registry.Reward:
+    """The reward `spec` names, built with its params (a user's own by import path looked for next to the
+    recipe first); a bad param is a RecipeError under `key.params`, an unknown reward under `key`."""
+    search = [base_dir] if base_dir is not None else []
     try:
-        return reward_registry.get_reward(spec.name, **spec.params)
+        return reward_registry.build_reward(spec.name, spec.params, search=search)
     except reward_registry.InvalidRewardParamsError as err:
-        raise RecipeError(source, join_key(f"{key}.params", err.param), err.problem) from None
+        place = join_key(f"{key}.params", err.param) if err.param or not is_import_path(spec.name) else key
+        raise RecipeError(source, place, err.problem) from None
+    except reward_registry.UnknownRewardError as err:
+        raise RecipeError(source, key if key.startswith("evaluation") else f"{key}.name", str(err)) from None
 
 
 def resolve_data_path(value: str, base_dir: Path | None) -> str | None:
@@ -768,7 +781,7 @@ def parse_recipe(
     _check_key_places(data, source, check_trainer)
     with _at(source):
         recipe = check_value(data, Recipe)
-    recipe.name, recipe.source = name, source
+    recipe.name, recipe.source, recipe.base_dir = name, source, base_dir
     _check_dataset(recipe, source, base_dir)
     _check_prompt(recipe, source)
     if not 0 <= recipe.sampling.max_rounds <= 64:

@@ -49,9 +49,10 @@ class Toolset:
     @classmethod
     def for_recipe(cls, recipe: Recipe) -> Toolset:
         stats = ToolStats()
+        search = [recipe.base_dir] if recipe.base_dir is not None else []
         tools = []
         for spec in recipe.tools:
-            tool = build_tool(spec.name, spec.params)  # checked by the recipe loader already
+            tool = build_tool(spec.name, spec.params, search=search)  # checked by the recipe loader already
             tools.append(
                 guard(
                     tool,
@@ -63,7 +64,7 @@ class Toolset:
         factory = None
         if recipe.environment is not None:
             spec = recipe.environment
-            env_class, params = get_environment_class(spec.name, spec.params)
+            env_class, params = get_environment_class(spec.name, spec.params, search=search)
             factory = guarded_factory(
                 env_class,
                 params,

@@ -122,6 +122,8 @@ class Reward:
     """Dataset columns that must be passed as keyword arguments (one value per completion)."""
     is_accuracy: ClassVar[bool] = False
     """Whether a score of 1.0 means "correct" (so :class:`CosineLength` may use it)."""
+    origin: str = ""
+    """The file a user's reward (named by import path) came from; "" for a shipped one."""
     max_score: ClassVar[float] = 1.0
     """The best score a completion can get: 1.0 for accuracy and format rewards, 0.0 for penalties
     (the reward audit's "full marks")."""

@@ -301,9 +301,7 @@ class CodeStdio(_CodeReward):
     ) -> None:
         self.timeout_seconds = timeout_seconds
         #: Wall time of all one completion's cases together (None: three times ``timeout_seconds``).
-        self.total_timeout_seconds = (
-            3 * timeout_seconds if total_timeout_seconds is None else total_timeout_seconds
-        )
+        self.total_timeout_seconds = total_timeout_seconds
         self.memory_mb = memory_mb
         self.num_workers = num_workers
         self.partial_credit = partial_credit
@@ -314,10 +312,17 @@ class CodeStdio(_CodeReward):
         self.cases_column = cases_column
         self.required_columns = (cases_column,)
         self._check_params()
-        if not (0 < self.total_timeout_seconds <= 36000 and math.isfinite(self.total_timeout_seconds)):
+        if not (0 < self.budget_seconds <= 36000 and math.isfinite(self.budget_seconds)):
             raise invalid(
-                self.name, f"total_timeout_seconds must be in (0, 36000], got {self.total_timeout_seconds}"
+                self.name, f"total_timeout_seconds must be in (0, 36000], got {self.budget_seconds}"
             )
+
+    @property
+    def budget_seconds(self) -> float:
+        """The wall time all one completion's cases share."""
+        if self.total_timeout_seconds is None:
+            return 3 * self.timeout_seconds
+        return self.total_timeout_seconds
 
     def score_batch(self, samples: list[Sample], log_extra: LogExtra | None = None) -> list[float | None]:
         scores: list[float | None] = [None] * len(samples)
@@ -346,7 +351,7 @@ class CodeStdio(_CodeReward):
     def _judge(self, box, program: str, cases: list[tuple[str, str]]) -> tuple[int, str]:
         """How many of ``cases`` the program passes, run one after another within the completion's budget;
         and a note when the budget or a case's time ran out."""
-        deadline = time.monotonic() + self.total_timeout_seconds
+        deadline = time.monotonic() + self.budget_seconds
         passed = 0
         for stdin, expected in cases:
             left = deadline - time.monotonic()

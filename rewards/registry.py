@@ -22,10 +22,13 @@ names the reward and lists the allowed parameters -- before any model is loaded.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any, TypeVar
 
 from rewards.base import Reward
+from rewards.function_reward import FunctionReward, check_function
+from rewards.imports import ImportPathError, import_object, is_import_path
 from rewards.typecheck import FieldError, check_mapping
 
 
@@ -114,7 +117,8 @@ def reward_params(name: str) -> dict[str, Any]:
 
 
 def get_reward(name: str, **params: Any) -> Reward:
-    """Build the reward registered under ``name`` with ``params`` (e.g. from a recipe).
+    """Build the reward registered under ``name`` (or a user's, by import path: see :func:`build_reward`)
+    with ``params`` (e.g. from a recipe).
 
     Cheap: nothing is started (worker processes start on first use).
 
@@ -127,7 +131,45 @@ def get_reward(name: str, **params: Any) -> Reward:
         InvalidRewardParamsError: a parameter is unknown, missing or invalid (the message names the
             reward, the parameter and the allowed parameters).
     """
-    cls = reward_class(name)
+    return build_reward(name, params)
+
+
+def build_reward(name: str, params: Mapping[str, Any], search: Sequence[str | Path] = ()) -> Reward:
+    """The reward ``name`` names, built with ``params``: a registered name, or a user's own by import path,
+    ``package.module:name``, looked for in the folders of ``search`` (the recipe's), then the working
+    directory and the installed packages (:func:`rewards.imports.import_object`):
+
+    * a :class:`~rewards.base.Reward` subclass: built and checked like a registered one (its ``name``, when
+      it sets none, is the class's);
+    * a plain TRL-style reward function: wrapped in :class:`~rewards.function_reward.FunctionReward`
+      (bounded in time, its exceptions counted and scored None), ``params`` passed to it as keyword
+      arguments on each call.
+
+    The built reward's ``origin`` is the file it came from ("" for a registered one).
+
+    Raises:
+        UnknownRewardError: no registered reward has that name, or the import path does not resolve.
+        InvalidRewardParamsError: a parameter is unknown, missing or invalid.
+    """
+    if is_import_path(name):
+        try:
+            found, origin = import_object(name, search)
+        except ImportPathError as error:
+            raise UnknownRewardError(f"reward {name!r}: {error}") from None
+        if not (isinstance(found, type) and issubclass(found, Reward)):
+            problem = check_function(found, params)
+            if problem:
+                raise InvalidRewardParamsError(name, problem)
+            return FunctionReward(found, name, origin, params, search)
+        if not found.__dict__.get("name"):
+            found.name = name.split(":")[-1]
+        reward = _build(found, found.name, params)
+        reward.origin = origin
+        return reward
+    return _build(reward_class(name), name, params)
+
+
+def _build(cls: type[Reward], name: str, params: Mapping[str, Any]) -> Reward:
     signature = cls.signature()
     allowed = ", ".join(f"{key}={default!r}" for key, (default, _) in signature.items()) or "none"
     required = [key for key, (default, _) in signature.items() if default is REQUIRED]

@@ -298,11 +298,13 @@ def test_the_rewards_built_by_the_checker_are_the_ones_training_and_evaluation_u
 
     built = []
 
-    def recording_get_reward(name, **params):
-        built.append(rewards.registry.get_reward(name, **params))
+    build_reward = rewards.registry.build_reward
+
+    def recording_build_reward(name, params, search=()):
+        built.append(build_reward(name, params, search=search))
         return built[-1]
 
-    monkeypatch.setattr(rewards, "get_reward", recording_get_reward)
+    monkeypatch.setattr(rewards, "build_reward", recording_build_reward)
     data = with_change(
         lambda d: d.update(
             rewards=[{"name": "numeric_accuracy"}, {"name": "think_format", "weight": 0.5}],

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import inspect
 import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from rewards.typecheck import FieldError, check_mapping, parameters
@@ -55,13 +55,13 @@ def tool_methods(cls: type) -> dict[str, Callable[..., Any]]:
 
 
 def get_environment_class(
-    name: str, params: Mapping[str, Any] | None = None, key: str = "name"
+    name: str, params: Mapping[str, Any] | None = None, key: str = "name", search: Sequence[Any] = ()
 ) -> tuple[type, dict[str, Any]]:
     """The environment class `name` names and its constructor `params`, checked; ToolError otherwise."""
     if name in ENVIRONMENTS:
         cls = ENVIRONMENTS[name]
     elif ":" in name:
-        cls = import_object(name, key)
+        cls = import_object(name, key, search)
         if not inspect.isclass(cls):
             raise ToolError(
                 key, f"{name} is not a class (an environment is a class with reset() and tool methods)."

@@ -24,22 +24,19 @@ Example:
 from __future__ import annotations
 
 import functools
-import importlib
 import inspect
 import json
-import os
 import re
-import sys
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
+from rewards import imports
 from rewards.typecheck import FieldError, check_mapping, parameters
 
 #: Shipped tools: name -> factory(**params) -> tool function.
 TOOLS: dict[str, Callable[..., Callable[..., Any]]] = {}
-
-IMPORT_PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 
 
 class ToolError(ValueError):
@@ -189,28 +186,20 @@ def tool_schema_problems(tool: Callable[..., Any]) -> list[str]:
     return problems
 
 
-def import_object(path: str, key: str) -> Any:
-    """The object at ``package.module:attribute``; a ToolError under `key` when it cannot be imported."""
-    if not IMPORT_PATH.match(path):
-        raise ToolError(
-            key, f"'{path}' is neither a known name nor an import path 'package.module:function'."
-        )
-    module_name, attribute = path.split(":")
-    # A module of the working directory (a user's tools.py beside their recipes) imports as with `python -m`;
-    # scripts/train.py alone would only put scripts/ on the path.
-    if os.getcwd() not in sys.path:
-        sys.path.append(os.getcwd())
+def import_object(path: str, key: str, search: Sequence[str | Path] = ()) -> Any:
+    """The object at ``package.module:attribute``, looked for next to the recipe (``search``) first, then in
+    the working directory and the installed packages; a ToolError under `key` saying where it looked."""
     try:
-        module = importlib.import_module(module_name)
-    except Exception as err:  # noqa: BLE001 - any import failure is the user's module's; say which
-        raise ToolError(key, f"cannot import {module_name}: {type(err).__name__}: {_one_line(err)}") from None
-    if not hasattr(module, attribute):
-        raise ToolError(key, f"module {module_name} has no attribute '{attribute}'.")
-    return getattr(module, attribute)
+        return imports.import_object(path, search)[0]
+    except imports.ImportPathError as err:
+        raise ToolError(key, str(err)) from None
 
 
-def build_tool(name: str, params: Mapping[str, Any] | None = None, key: str = "name") -> Callable[..., Any]:
-    """The unguarded tool `name` names: a shipped one built with `params`, or a user's by import path.
+def build_tool(
+    name: str, params: Mapping[str, Any] | None = None, key: str = "name", search: Sequence[str | Path] = ()
+) -> Callable[..., Any]:
+    """The unguarded tool `name` names: a shipped one built with `params`, or a user's by import path
+    (looked for in the folders of `search`, the recipe's, first).
 
     Errors are ToolErrors whose key is `key` (the name) or ``params.<param>``; the recipe loader prefixes
     them with the tool's place (``tools[0]``).
@@ -224,7 +213,7 @@ def build_tool(name: str, params: Mapping[str, Any] | None = None, key: str = "n
             raise ToolError(err.key, err.problem) from None
         tool = factory(**checked)
     elif ":" in name:
-        tool = import_object(name, key)
+        tool = import_object(name, key, search)
         if params:
             raise ToolError(
                 "params",

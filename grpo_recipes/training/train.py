@@ -150,13 +150,44 @@ def check(recipe: Recipe, load_data: bool = True, log=print) -> None:
             )
         log(f"first prompt: {rows[0]['prompt']!r}")
         log(f"its solution: {rows[0]['solution']!r}")
+        log(f"columns used: {column_types(recipe, rows[0])}")
+        _check_solution_type(recipe, rows[0]["solution"])
         if recipe.uses_tools:
             _check_tools(recipe, splits.train, log)
         elif recipe.warmup is not None:
             _log_first_demonstration(recipe, rows, log)
     log(f"rewards: {', '.join(f'{s.name} (weight {s.weight})' for s in recipe.rewards)}")
+    for spec, reward in zip(recipe.rewards, recipe.reward_functions, strict=True):
+        if reward.origin:
+            log(f"  {spec.name}: from {reward.origin}")
     log(f"batch: {batch_arithmetic(config, 1)}")
     log(f"{recipe.source}: OK")
+
+
+#: What the rewards read as the row's solution: text, a number, or structured data (lists, mappings).
+SOLUTION_TYPES = (str, int, float, bool, list, dict)
+
+
+def column_types(recipe: Recipe, row: dict) -> str:
+    """The dataset columns the recipe uses (the prompt's, the solution, the rewards'), each with the type of
+    its value in ``row``: 'question (str), answer (str)'."""
+    from ..recipe import template_placeholders
+
+    names = [*template_placeholders(recipe.prompt.user), *template_placeholders(recipe.prompt.system or "")]
+    names.append(recipe.prompt.solution_column)
+    for reward in recipe.reward_functions:
+        names += [column for column in reward.required_columns if column != "solution"]
+    return ", ".join(f"{name} ({type(row[name]).__name__})" for name in dict.fromkeys(names) if name in row)
+
+
+def _check_solution_type(recipe: Recipe, solution: object) -> None:
+    if solution is not None and not isinstance(solution, SOLUTION_TYPES):
+        raise RecipeError(
+            recipe.source,
+            "prompt.solution_column",
+            f"column '{recipe.prompt.solution_column}' holds {type(solution).__name__} values "
+            f"({solution!r}); the rewards read text or numbers: write it as a string in the data file.",
+        )
 
 
 def _check_tools(recipe: Recipe, rows, log) -> None:

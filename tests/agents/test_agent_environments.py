@@ -174,7 +174,7 @@ def test_shipped_and_import_path_environments_with_checked_params():
         ("guess_number", {"highest": 5}, "params", "unknown key 'highest'"),
         ("guess_number", {"high": "many"}, "params.high", "expected an integer, got 'many'"),
         ("user_tools:Walk", {"begin": 1}, "params", "unknown key 'begin'. Allowed: start."),
-        ("user_tools:Nowhere", {}, "name", "module user_tools has no attribute 'Nowhere'"),
+        ("user_tools:Nowhere", {}, "name", "has no attribute 'Nowhere'"),
         ("user_tools:convert", {}, "name", "user_tools:convert is not a class"),
         ("user_tools:NoReset", {}, "name", "environment user_tools:NoReset has no reset() method."),
         ("user_tools:NoReward", {}, "name", "environment user_tools:NoReward has no get_reward() method."),

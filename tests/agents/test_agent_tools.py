@@ -265,9 +265,9 @@ def test_a_users_function_by_import_path_is_the_tool_guarded():
             "no_such_module_for_tools:f",
             {},
             "name",
-            "cannot import no_such_module_for_tools: ModuleNotFoundError",
+            "cannot import no_such_module_for_tools (looked in",
         ),
-        ("user_tools:missing", {}, "name", "module user_tools has no attribute 'missing'"),
+        ("user_tools:missing", {}, "name", "has no attribute 'missing'"),
         ("user_tools:NotAFunction", {}, "name", "user_tools:NotAFunction is not a function"),
         ("user_tools:RELEASE", {}, "name", "user_tools:RELEASE is not a function"),
         (
@@ -293,7 +293,7 @@ def test_a_module_that_fails_to_import_is_named_with_its_error(tmp_path, monkeyp
     with pytest.raises(ToolError) as caught:
         build_tool("broken_tools_module:f")
     assert caught.value.key == "name"
-    assert caught.value.problem == "cannot import broken_tools_module: RuntimeError: no config found"
+    assert caught.value.problem == "importing broken_tools_module failed: RuntimeError: no config found"
 
 
 def test_schema_problems_list_every_gap():

@@ -125,7 +125,7 @@ def test_one_time_budget_per_completion_across_its_cases():
     assert time.monotonic() - began < 2.5 + 1.5  # the budget and one run's start, not 12 x 0.8 s
     assert 0 < score < 0.5 and logged["code_stdio/result"][0].endswith("(time budget spent)")
     assert reward([echo], test_cases=[cases]) == [1.0]
-    assert get_reward("code_stdio", timeout_seconds=4).total_timeout_seconds == 12
+    assert get_reward("code_stdio", timeout_seconds=4).budget_seconds == 12
 
 
 @pytest.mark.parametrize(
