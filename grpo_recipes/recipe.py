@@ -19,6 +19,7 @@ import contextlib
 import dataclasses
 import functools
 import os
+import re
 import string
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -622,6 +623,50 @@ def resolve_data_path(value: str, base_dir: Path | None) -> str | None:
     return value if Path(value).is_file() else None
 
 
+HUB_ID = re.compile(r"^[\w.-]+(/[\w.-]+)?$")
+
+
+def _check_model(recipe: Recipe, source: str, base_dir: Path | None) -> None:
+    """The model is a local folder with a config (looked for next to the recipe first, then from the
+    working directory; the path is rewritten to where it was found), or something shaped like a Hub id.
+
+    A relative path whose first folder exists here (``models/`` after ``make model``) is a local path that
+    is missing, not a Hub id: ``models/Other-Model`` is refused instead of being sent to the Hub.
+    """
+    value = recipe.model.name_or_path
+    path = Path(value).expanduser()
+    places = (
+        [Path(os.path.normpath(base_dir / path))] if base_dir is not None and not path.is_absolute() else []
+    )
+    for place in [*places, path]:
+        if place.is_dir():
+            if not any((place / name).is_file() for name in ("config.json", "adapter_config.json")):
+                raise RecipeError(
+                    source,
+                    "model.name_or_path",
+                    f"{place} is a folder without a config.json: not a model (give a Hub id, or a folder "
+                    "that save_pretrained wrote).",
+                )
+            recipe.model.name_or_path = str(place)
+            return
+        if place.exists():
+            raise RecipeError(source, "model.name_or_path", f"{place} is a file, not a model folder.")
+    first = value.split("/")[0]
+    local = (
+        value.startswith((".", "/", "~"))
+        or not HUB_ID.match(value)
+        or ("/" in value and Path(first).is_dir())
+    )
+    if local:
+        hint = " (`make model` builds the local SmolLM2-135M-Instruct)" if "SmolLM2" in value else ""
+        looked = ", ".join(str(place) for place in [*places, path])
+        raise RecipeError(
+            source,
+            "model.name_or_path",
+            f"no model folder at {looked}{hint}; give an existing folder or a Hub id such as 'Qwen/Qwen2.5-0.5B'.",
+        )
+
+
 def _check_dataset(recipe: Recipe, source: str, base_dir: Path | None) -> None:
     spec = recipe.dataset
     if (spec.path is None) == (spec.generator is None):
@@ -782,6 +827,7 @@ def parse_recipe(
     with _at(source):
         recipe = check_value(data, Recipe)
     recipe.name, recipe.source, recipe.base_dir = name, source, base_dir
+    _check_model(recipe, source, base_dir)
     _check_dataset(recipe, source, base_dir)
     _check_prompt(recipe, source)
     if not 0 <= recipe.sampling.max_rounds <= 64:

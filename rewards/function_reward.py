@@ -88,7 +88,7 @@ class FunctionReward(Reward):
         if failure is None:
             return scores
         if failure == "timeouts":
-            self._count(failure, kwargs, 0, f"took over {TIMEOUT_SECONDS_PER_COMPLETION * size:.0f} s")
+            self._count(failure, kwargs, 0, f"took over {TIMEOUT_SECONDS_PER_COMPLETION * size:g} s")
             return [None] * size
         # One completion at a time, so that only the ones it fails on score None.
         results: list[float | None] = []
@@ -116,7 +116,7 @@ class FunctionReward(Reward):
         worker.start()
         worker.join(TIMEOUT_SECONDS_PER_COMPLETION * max(1, size))
         if worker.is_alive():
-            return f"took over {TIMEOUT_SECONDS_PER_COMPLETION * size:.0f} s", "timeouts"
+            return f"took over {TIMEOUT_SECONDS_PER_COMPLETION * size:g} s", "timeouts"
         if "error" in outcome:
             error = outcome["error"]
             return f"raised {type(error).__name__}: {error}", "exceptions"

@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 import pytest
+import yaml
 from support import REPO, run_script
 
 WALK_PAGE = REPO / "docs" / "new-task.md"
@@ -114,4 +115,111 @@ def test_training_runs_on_the_users_own_data(units_recipe, tiny_model, tmp_path)
     assert json.loads((out / "summary.json").read_text())["global_step"] == 2
     history = json.loads((out / "log_history.json").read_text())
     assert [h["step"] for h in history if "rewards/numeric_accuracy/mean" in h] == [1, 2]
+    assert json.loads((out / "eval_after.json").read_text())["total"] == 4
+
+
+# --- "A task of your own, outside the repository" ------------------------------------------------------------
+
+OUTSIDE_TITLE = "## A task of your own, outside the repository"
+
+
+def outside_section() -> str:
+    page = WALK_PAGE.read_text()
+    assert OUTSIDE_TITLE in page, f"{WALK_PAGE.name} has no section {OUTSIDE_TITLE!r}"
+    return page.split(OUTSIDE_TITLE, 1)[1].split("\n## ", 1)[0]
+
+
+def outside_block(language: str) -> str:
+    block = re.search(rf"```{language}\n(.*?)```", outside_section(), re.DOTALL)
+    assert block, f"the section has no {language} block"
+    return block.group(1)
+
+
+def date_rows(count: int) -> list[dict]:
+    import datetime
+
+    start = datetime.date(2024, 1, 1)
+    rows = []
+    for n in range(count):
+        day = start + datetime.timedelta(days=17 * n)
+        later = day + datetime.timedelta(days=3 + n % 40)
+        rows.append(
+            {"question": f"What date is {(later - day).days} days after {day}?", "answer": str(later)}
+        )
+    return rows
+
+
+@pytest.fixture
+def dates_recipe(tmp_path) -> Path:
+    """The section's folder: its reward file, the date rows, and the template with the section's lines,
+    in a folder outside the repository (the scripts run from the repository root)."""
+    folder = tmp_path / "dates"
+    folder.mkdir()
+    (folder / "date_reward.py").write_text(outside_block("python"))
+    rows = date_rows(24)
+    (folder / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows[:20]))
+    (folder / "test.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows[20:]))
+    recipe = yaml.safe_load((REPO / "recipes" / "template.yaml").read_text())
+    changes = yaml.safe_load(outside_block("yaml"))
+    recipe["dataset"].update(changes["dataset"])
+    recipe["prompt"].update(changes["prompt"])
+    recipe["rewards"] = changes["rewards"]
+    path = folder / "dates.yaml"
+    path.write_text(yaml.safe_dump(recipe, sort_keys=False))
+    assert not str(path).startswith(str(REPO))
+    return path
+
+
+def test_the_outside_section_names_the_commands_the_test_runs():
+    section = outside_section()
+    for command in ("make check RECIPE=~/dates/dates.yaml", "make audit RECIPE=~/dates/dates.yaml"):
+        assert command in section
+    assert "make train RECIPE=~/dates/dates.yaml" in section
+
+
+def test_make_takes_a_recipe_path(dates_recipe):
+    """`RECIPE=` a path anywhere reaches every target's --config (dry run: the commands make would run)."""
+    import subprocess
+
+    for target in ("check", "train", "audit", "eval"):
+        dry = subprocess.run(
+            ["make", "-n", target, f"RECIPE={dates_recipe}"], cwd=REPO, capture_output=True, text=True
+        )
+        assert f"--config {dates_recipe}" in dry.stdout, (target, dry.stdout[-500:], dry.stderr[-500:])
+    dry = subprocess.run(
+        ["make", "-n", "report", f"RECIPE={dates_recipe}"], cwd=REPO, capture_output=True, text=True
+    )
+    assert "outputs/dates" in dry.stdout
+
+
+def test_check_and_audit_with_a_reward_of_ones_own(dates_recipe):
+    check = run_script("train.py", "--config", str(dates_recipe), "--check")
+    assert check.returncode == 0, check.stderr[-2000:]
+    assert "dataset: 20 training rows, 4 held-out rows\n" in check.stdout
+    assert re.search(r"its solution: '20\d\d-\d\d-\d\d'\n", check.stdout)  # a string, not a datetime
+    assert "columns used: question (str), answer (str)\n" in check.stdout
+    assert f"date_reward:date_match: from {dates_recipe.parent / 'date_reward.py'}\n" in check.stdout
+
+    audit = run_script("audit_rewards.py", "--config", str(dates_recipe))
+    assert audit.returncode == 0, audit.stdout + audit.stderr[-2000:]
+    assert re.search(r"ideal full marks +20 \(100\.0 %\)", audit.stdout), audit.stdout
+    assert re.search(r"corrupted scoring 0 +4 \(100\.0 %\)", audit.stdout), audit.stdout
+
+
+@pytest.mark.slow
+def test_training_with_a_reward_of_ones_own(dates_recipe, tiny_model, tmp_path):
+    out = tmp_path / "outputs" / "dates"
+    result = run_script(
+        "train.py",
+        "--config",
+        str(dates_recipe),
+        f"model.name_or_path={tiny_model}",
+        f"trainer.output_dir={out}",
+        "trainer.max_steps=2",
+        "trainer.max_completion_length=8",
+        "evaluation.max_new_tokens=8",
+    )
+    assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
+    history = json.loads((out / "log_history.json").read_text())
+    assert [h["step"] for h in history if "rewards/date_match/mean" in h] == [1, 2]
     assert json.loads((out / "eval_after.json").read_text())["total"] == 4

@@ -20,8 +20,18 @@ Example:
 
 from __future__ import annotations
 
+import inspect
+import types
+import typing
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
+
+#: Annotations a template's text is converted to (a model writes these as JSON numbers and booleans).
+_CONVERTERS: dict[Any, Callable[[str], Any]] = {
+    int: int,
+    float: float,
+    bool: lambda text: {"true": True, "false": False}[text.strip().lower()],
+}
 
 
 def demonstration(
@@ -34,9 +44,39 @@ def demonstration(
     values = {key: value for key, value in row.items() if key != "prompt"}
     tool_calls, results = [], []
     for name, arguments in calls:
-        filled = {key: template.format(**values) for key, template in arguments.items()}
+        filled = typed_arguments(
+            tools[name], {key: template.format(**values) for key, template in arguments.items()}
+        )
         tool_calls.append({"type": "function", "function": {"name": name, "arguments": filled}})
         results.append({"role": "tool", "name": name, "content": tools[name](**filled)})
     completion = [{"role": "assistant", "content": "", "tool_calls": tool_calls}, *results] if calls else []
     completion.append({"role": "assistant", "content": answer.format(**values)})
     return {"prompt": list(row["prompt"]), "completion": completion}
+
+
+def typed_arguments(tool: Callable[..., Any], arguments: Mapping[str, str]) -> dict[str, Any]:
+    """A demonstration's arguments (text filled from templates) as the tool's annotated types: what a model
+    writes in a JSON tool call, and what the tool is then called with. Raises ValueError naming the argument.
+
+    >>> def convert(value: float, unit: str) -> str: ...
+    >>> typed_arguments(convert, {"value": "3.5", "unit": "kg"})
+    {'value': 3.5, 'unit': 'kg'}
+    """
+    function = inspect.unwrap(tool)
+    try:
+        hints = typing.get_type_hints(function)
+    except Exception:  # noqa: BLE001 - an annotation that does not resolve: leave the text as it is
+        hints = {}
+    typed = {}
+    for key, text in arguments.items():
+        annotation = hints.get(key, str)
+        if typing.get_origin(annotation) in (typing.Union, types.UnionType):  # Optional[int], int | None
+            annotation = next((a for a in typing.get_args(annotation) if a in _CONVERTERS), str)
+        convert = _CONVERTERS.get(annotation)
+        try:
+            typed[key] = convert(text) if convert is not None else text
+        except (ValueError, KeyError):
+            raise ValueError(
+                f"argument {key}={text!r} of {getattr(function, '__name__', 'the tool')} is not a {annotation.__name__}"
+            ) from None
+    return typed

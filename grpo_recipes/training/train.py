@@ -19,7 +19,6 @@ import shutil
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import replace
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -218,7 +217,7 @@ def _log_first_demonstration(recipe: Recipe, rows, log, toolset=None) -> None:
     from .warmup import demonstrations
 
     toolset = toolset or Toolset.for_recipe(recipe)
-    first = demonstrations(replace(recipe, warmup=replace(recipe.warmup, examples=1)), rows, toolset)[0]
+    first = demonstrations(recipe, rows, toolset)[0]  # (each built, each call made: none may fail)
     log(f"first warm-up demonstration: {first['completion']!r}")
 
 

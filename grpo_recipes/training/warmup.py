@@ -51,6 +51,14 @@ def demonstrations(recipe: Recipe, rows, toolset: Toolset) -> list[dict[str, Any
                 "warmup",
                 f"cannot fill a demonstration from the row: {type(err).__name__}: {err}",
             ) from None
+        # A demonstration of a failing call would teach the model to make it: every call must succeed.
+        for message in built[-1]["completion"]:
+            if message.get("role") == "tool" and str(message.get("content", "")).startswith("Error:"):
+                raise RecipeError(
+                    recipe.source,
+                    "warmup.calls",
+                    f"demonstration {i}'s call to {message.get('name')} returned an error: {message['content'][:300]}",
+                )
     return built
 
 
