@@ -74,6 +74,14 @@ def two_process_launcher() -> list[str]:
     ]
 
 
+def model_stub(path: Path) -> Path:
+    """A model folder with a config and nothing else: a recipe naming it passes the model check, and
+    loading it fails, so a test that must not load a model would see it."""
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "config.json").write_text("{}")
+    return path
+
+
 def write_recipe(path: Path, data: dict) -> Path:
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path

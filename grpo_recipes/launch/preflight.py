@@ -6,7 +6,10 @@ on a machine without a GPU, and `vllm_mode: server` with no server answering. `p
 them all; `preflight` raises the first. The lookups of the machine's state are small functions
 (`_importable`, `_installed_version`; the server probe is `serve.health_problem`) so the tests can stand in for a machine they are not.
 
-Setting `GRPO_PREFLIGHT_SERVER_TIMEOUT=0` skips the server check (for a server that is started alongside).
+In server mode the main process waits for the server's /health to answer, up to `trainer.vllm_server_timeout`
+seconds (TRL's own setting, 240 by default; the environment variable `GRPO_PREFLIGHT_SERVER_TIMEOUT` overrides
+it, and 0 skips the check), with a progress line every `PROGRESS_SECONDS`: a server started at the same time as
+the trainer has the time it needs to load its model.
 
 Example:
     >>> _in_range("0.30.0+cpu", ("0.22.0", "0.31.0")), _in_range("0.32.1", ("0.22.0", "0.31.0"))
@@ -20,6 +23,7 @@ import importlib.util
 import inspect
 import os
 import re
+import time
 from collections.abc import Mapping
 from importlib import metadata
 from typing import Any
@@ -29,8 +33,10 @@ from packaging.version import Version
 from ..recipe import Recipe, RecipeError
 from .serve import health_problem
 
-SERVER_TIMEOUT = 2.0
-"""Seconds to wait for the vLLM server's /health (env GRPO_PREFLIGHT_SERVER_TIMEOUT overrides; 0 skips)."""
+SERVER_TIMEOUT = 240.0
+"""Seconds to wait for the vLLM server's /health when the config has no `vllm_server_timeout` (TRL's default)."""
+PROGRESS_SECONDS = 10.0
+"""How often the wait for the server says so."""
 TRUE_FLAGS = ("1", "true", "yes", "y", "t", "on")
 """How accelerate spells true in its environment variables."""
 
@@ -89,21 +95,46 @@ def _vllm_problems(recipe: Recipe, cuda_available: bool) -> list[RecipeError]:
     return [RecipeError(recipe.source, key, problem)]
 
 
-def _server_problem(recipe: Recipe, config: Any, env: Mapping[str, str]) -> RecipeError | None:
-    timeout = float(env.get("GRPO_PREFLIGHT_SERVER_TIMEOUT") or SERVER_TIMEOUT)
+def _server_problem(recipe: Recipe, config: Any, env: Mapping[str, str], log=print) -> RecipeError | None:
+    override = env.get("GRPO_PREFLIGHT_SERVER_TIMEOUT")
+    timeout = float(override) if override else float(getattr(config, "vllm_server_timeout", SERVER_TIMEOUT))
     if timeout <= 0 or env.get("RANK", "0") != "0":  # skipped, or not the main process
         return None
     base = (
         config.vllm_server_base_url or f"http://{config.vllm_server_host}:{config.vllm_server_port}"
     ).rstrip("/")
-    why = health_problem(f"{base}/health", timeout)
-    if why is None:
-        return None
+    url = f"{base}/health"
+    setting = "GRPO_PREFLIGHT_SERVER_TIMEOUT" if override else "trainer.vllm_server_timeout"
+    started = time.monotonic()
+    said = started - PROGRESS_SECONDS
+    while True:
+        why = health_problem(url, min(2.0, timeout))
+        waited = time.monotonic() - started
+        if why is None:
+            return None
+        if waited >= timeout:
+            break
+        if time.monotonic() - said >= PROGRESS_SECONDS:
+            said = time.monotonic()
+            log(
+                f"pre-flight: waiting for the vLLM server at {url} ({waited:.0f} s of {timeout:g} s, {setting}): {why}",
+                flush=True,
+            )
+        time.sleep(min(1.0, max(0.0, timeout - waited)))
     problem = (
-        f"is server but no vLLM server answers at {base}/health ({why}); "
-        f"fix: make serve RECIPE={recipe.name} (in another terminal, or on the server node)"
+        f"is server but no vLLM server answered at {url} within {timeout:g} s ({setting}; {why}); "
+        f"fix: make serve RECIPE={_recipe_argument(recipe)} (in another terminal, or on the server node), "
+        f"or give a server that is still loading more time with {setting}"
     )
     return RecipeError(recipe.source, "trainer.vllm_mode", problem)
+
+
+def _recipe_argument(recipe: Recipe) -> str:
+    """What `make ... RECIPE=` takes for this recipe: its name when it is recipes/<name>.yaml, else its path."""
+    shipped = os.path.join("recipes", f"{recipe.name}.yaml")
+    if recipe.path is None or os.path.abspath(recipe.path) == os.path.abspath(shipped):
+        return recipe.name
+    return str(recipe.path)
 
 
 def _precision_problems(recipe: Recipe, config: Any, env: Mapping[str, str]) -> list[RecipeError]:

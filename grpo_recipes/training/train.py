@@ -203,7 +203,10 @@ def _check_tools(recipe: Recipe, rows, log) -> None:
     )
     try:
         tokenizer = load_tokenizer(recipe.model)
-    except OSError as err:  # a Hub model offline: the template is checked when training loads it
+    except (
+        OSError,
+        ValueError,
+    ) as err:  # a Hub model offline, no tokenizer files: checked when training loads it
         log(f"tokenizer not checked (cannot load it here: {type(err).__name__})")
         tokenizer = None
     if tokenizer is not None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 import yaml
-from support import REPO, run_script, write_recipe
+from support import REPO, model_stub, run_script, write_recipe
 
 from grpo_recipes.agents.templates import trl_templates_dir
 from grpo_recipes.recipe import RecipeError, load_recipe
@@ -15,10 +15,10 @@ CALCULATOR = REPO / "recipes" / "calculator-cpu.yaml"
 
 
 def calculator_recipe(tmp_path, change=None):
-    """A copy of recipes/calculator-cpu.yaml, changed by `change(data)`; its model folder does not exist, so a
-    check that loaded the model would fail on that instead."""
+    """A copy of recipes/calculator-cpu.yaml, changed by `change(data)`; its model folder holds a config only,
+    so a check that loaded the model would fail on that instead."""
     data = yaml.safe_load(CALCULATOR.read_text())
-    data["model"]["name_or_path"] = str(tmp_path / "no-model-here")
+    data["model"]["name_or_path"] = str(model_stub(tmp_path / "no-model-here"))
     if change is not None:
         change(data)
     return write_recipe(tmp_path / "calc.yaml", data)

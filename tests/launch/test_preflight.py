@@ -7,6 +7,7 @@ import http.server
 import importlib.util
 import re
 import threading
+import time
 import warnings
 
 import pytest
@@ -218,26 +219,74 @@ def test_server_answering_passes(monkeypatch, health_server):
     assert pf.preflight_problems(recipe, config, env={"RANK": "0"}, cuda_available=True) == []
 
 
-def test_no_server_names_the_address_and_make_serve(monkeypatch):
+def test_no_server_names_the_address_and_make_serve(monkeypatch, capsys):
     machine(monkeypatch)
+    monkeypatch.setattr(pf, "PROGRESS_SECONDS", 0.5)
     port = closed_port()
     recipe, config = recipe_and_config(
-        use_vllm=True, vllm_mode="server", vllm_server_host="127.0.0.1", vllm_server_port=port
+        use_vllm=True,
+        vllm_mode="server",
+        vllm_server_host="127.0.0.1",
+        vllm_server_port=port,
+        vllm_server_timeout=1.5,
     )
+    began = time.monotonic()
     problems = pf.preflight_problems(recipe, config, env={}, cuda_available=True)
+    assert 1.5 <= time.monotonic() - began < 5  # it waited the whole timeout, no more
     assert [p.key for p in problems] == ["trainer.vllm_mode"]
-    assert f"http://127.0.0.1:{port}/health" in str(problems[0])
+    assert f"no vLLM server answered at http://127.0.0.1:{port}/health within 1.5 s" in str(problems[0])
     assert "fix: make serve RECIPE=r" in str(problems[0])
+    waits = [line for line in capsys.readouterr().out.splitlines() if "waiting for the vLLM server" in line]
+    assert len(waits) >= 2 and "of 1.5 s, trainer.vllm_server_timeout" in waits[0]
     # Other ranks leave the check to the main process; a timeout of 0 skips it.
     for env in ({"RANK": "1"}, {"GRPO_PREFLIGHT_SERVER_TIMEOUT": "0"}):
         assert pf.preflight_problems(recipe, config, env=env, cuda_available=True) == []
+
+
+def test_a_server_that_is_still_starting_is_waited_for(monkeypatch, capsys):
+    """Server and trainers started together (docs/distributed.md): the trainer waits until /health answers."""
+    import http.server
+
+    machine(monkeypatch)
+    monkeypatch.setattr(pf, "PROGRESS_SECONDS", 0.5)
+    port = closed_port()
+
+    class Health(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    def start_later():
+        time.sleep(1.5)
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", port), Health)
+        started.append(server)
+        server.serve_forever()
+
+    started: list = []
+    threading.Thread(target=start_later, daemon=True).start()
+    recipe, config = recipe_and_config(
+        use_vllm=True, vllm_mode="server", vllm_server_host="127.0.0.1", vllm_server_port=port
+    )
+    try:
+        assert pf.preflight_problems(recipe, config, env={}, cuda_available=True) == []
+    finally:
+        for server in started:
+            server.shutdown()
+            server.server_close()
+    assert "waiting for the vLLM server at" in capsys.readouterr().out
 
 
 # As a user meets them: the real launcher, the real script, one line, exit status 2, nothing loaded.
 def _tiny_recipe_file(tmp_path):
     from support import tiny_recipe, write_recipe
 
-    return write_recipe(tmp_path / "r.yaml", tiny_recipe(tmp_path / "no-model-needed", tmp_path / "out"))
+    model = tmp_path / "no-model-needed"  # a config only: the run stops before any model loads
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    return write_recipe(tmp_path / "r.yaml", tiny_recipe(model, tmp_path / "out"))
 
 
 def _error_lines(result) -> list[str]:
@@ -277,9 +326,10 @@ def test_server_mode_without_a_server_stops_before_the_model_loads(tmp_path):
         "trainer.vllm_mode=server",
         f"trainer.vllm_server_port={port}",
         "trainer.vllm_server_host=127.0.0.1",
+        "trainer.vllm_server_timeout=1",
     )
     assert result.returncode == 2, result.stderr[-2000:]
     errors = _error_lines(result)
     assert len(errors) == 1 and f"http://127.0.0.1:{port}/health" in errors[0]
-    assert "fix: make serve RECIPE=r" in errors[0] and "Traceback" not in result.stderr
+    assert f"fix: make serve RECIPE={tmp_path / 'r.yaml'}" in errors[0] and "Traceback" not in result.stderr
     assert not (tmp_path / "out").exists()

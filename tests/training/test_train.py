@@ -6,7 +6,7 @@ import json
 
 import pytest
 import yaml
-from support import run_script, tiny_recipe, two_process_launcher, write_recipe
+from support import model_stub, run_script, tiny_recipe, two_process_launcher, write_recipe
 
 from grpo_recipes.recipe import load_recipe
 
@@ -157,7 +157,9 @@ def test_a_warm_up_trains_the_lora_adapter_that_grpo_goes_on_with(tiny_model, tm
     ],
 )
 def test_bad_recipe_exits_2_with_one_clear_line(tmp_path, override, expected):
-    recipe = write_recipe(tmp_path / "bad.yaml", tiny_recipe(tmp_path / "no-model-needed", tmp_path / "out"))
+    recipe = write_recipe(
+        tmp_path / "bad.yaml", tiny_recipe(model_stub(tmp_path / "no-model-needed"), tmp_path / "out")
+    )
     result = run_script("train.py", "--config", str(recipe), override)
     assert result.returncode == 2, result.stderr[-2000:]
     errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
@@ -167,7 +169,9 @@ def test_bad_recipe_exits_2_with_one_clear_line(tmp_path, override, expected):
 
 
 def test_check_mode_validates_without_loading_a_model(tmp_path):
-    recipe = write_recipe(tmp_path / "r.yaml", tiny_recipe(tmp_path / "does-not-exist", tmp_path / "out"))
+    recipe = write_recipe(
+        tmp_path / "r.yaml", tiny_recipe(model_stub(tmp_path / "does-not-exist"), tmp_path / "out")
+    )
     result = run_script("train.py", "--config", str(recipe), "--check")
     assert result.returncode == 0, result.stderr[-2000:]
     assert (
