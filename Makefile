@@ -126,7 +126,9 @@ bench-sampling: setup model
 	$(PY) scripts/ablate.py --sweep sweeps/dynamic-sampling.yaml $(ARGS)
 
 # make ablate RECIPE=default KEY=trainer.loss_type VALUES=dapo,grpo SEEDS=1 BUDGET=4 (minutes of training per
-# run), or make ablate SWEEP=sweeps/loss-type.yaml; finished runs are kept and never redone (outputs/ablate/).
+# run; BUDGET lifts max_steps so that it ends every run), or make ablate SWEEP=sweeps/loss-type.yaml; finished
+# runs are kept and never redone (outputs/ablate/). LAUNCH="accelerate launch --config_file configs/ddp.yaml
+# --num_processes 2" starts each run so, as for make train.
 SWEEP ?=
 KEY ?=
 VALUES ?=
@@ -134,7 +136,8 @@ SEEDS ?=
 BUDGET ?=
 ablate: setup model
 	$(PY) scripts/ablate.py $(if $(SWEEP),--sweep $(SWEEP),--config $(RECIPE_FILE) --key "$(KEY)" --values "$(VALUES)") \
-		$(if $(SEEDS),--seeds $(SEEDS)) $(if $(BUDGET),--budget $(BUDGET)) $(ARGS)
+		$(if $(SEEDS),--seeds $(SEEDS)) $(if $(BUDGET),--budget $(BUDGET)) \
+		$(if $(filter-out $(PY),$(LAUNCH)),--launch "$(LAUNCH)") $(ARGS)
 
 # Code sandbox: HumanEval programs judged per second (1 and N workers), and bare subprocess vs limits vs isolation.
 bench-code: setup

@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pytest
 import yaml
-from support import REPO, tiny_recipe, write_recipe
+from support import REPO, tiny_recipe, two_process_launcher, write_recipe
 
 from grpo_recipes.evaluation.ablation import (
     DEFAULT_ROOT,
+    LIFTED_MAX_STEPS,
     Sweep,
     SweepError,
     SweepValue,
@@ -21,6 +22,7 @@ from grpo_recipes.evaluation.ablation import (
     pooled_paired_difference,
     summarize,
 )
+from grpo_recipes.recipe import load_recipe
 
 SWEEPS = sorted((REPO / "sweeps").glob("*.yaml"))
 
@@ -174,7 +176,7 @@ def test_tiny_sweep_writes_its_files_and_resumes_without_redoing_finished_runs(t
         "VALUES=1e-4,5e-4",
         "SEEDS=1",
         "BUDGET=5",
-        f"ARGS=--config {recipe} --root {root}",
+        f"ARGS=--config {recipe} --root {root} trainer.max_steps=2",  # (BUDGET lifts max_steps; this wins)
     ]
     first = ablate(*args)
     table = json.loads((root / "tiny-trainer.learning_rate" / "sweep.json").read_text())
@@ -262,3 +264,86 @@ def test_the_warm_up_counts_as_training_time_but_not_in_seconds_per_step(tmp_pat
     sweep = Sweep.from_values(REPO / "recipes" / "default.yaml", "trainer.beta", "0,0.04")
     table = markdown(summarize(sweep, {"0": {0: measured}}))
     assert "| 0 | 1 | 10 | 1.3 | 5.0 | 75.0% " in table  # 80 s of training in all; 50 s for 10 GRPO steps
+
+
+def test_a_budget_given_lifts_max_steps_so_that_it_ends_every_run(tmp_path):
+    """`make ablate KEY=... VALUES=... BUDGET=4`: the recipe's own max_steps would end a run before the budget."""
+    sweep = Sweep.from_values(REPO / "recipes" / "default.yaml", "trainer.beta", "0,0.04")
+    sweep.lift_max_steps()
+    run = sweep.runs(tmp_path)[0]
+    assert run.overrides[0] == f"trainer.max_steps={LIFTED_MAX_STEPS}"
+    assert load_recipe(run.recipe, run.overrides).trainer["max_steps"] == LIFTED_MAX_STEPS
+    pinned = Sweep.from_values(
+        REPO / "recipes" / "default.yaml", "trainer.beta", "0,0.04", overrides=["trainer.max_steps=7"]
+    )
+    pinned.lift_max_steps()
+    run = pinned.runs(tmp_path)[0]
+    assert load_recipe(run.recipe, run.overrides).trainer["max_steps"] == 7  # an explicit override still wins
+    dry = subprocess.run(
+        ["make", "-n", "ablate", "KEY=trainer.beta", "VALUES=0,0.04", "BUDGET=3"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
+    assert "--budget 3" in dry.stdout
+
+
+def test_each_run_starts_the_way_the_sweep_says(tmp_path):
+    launch = "accelerate launch --config_file configs/ddp.yaml --num_processes 2"
+    sweep = Sweep.from_values(REPO / "recipes" / "default.yaml", "trainer.beta", "0,0.04", launch=launch)
+    run = sweep.runs(tmp_path)[0]
+    assert run.command()[:6] == [
+        "accelerate",
+        "launch",
+        "--config_file",
+        "configs/ddp.yaml",
+        "--num_processes",
+        "2",
+    ]
+    assert run.command()[6].endswith("scripts/train.py")
+    alone = Sweep.from_values(REPO / "recipes" / "default.yaml", "trainer.beta", "0,0.04").runs(tmp_path)[0]
+    assert alone.command()[1].endswith("scripts/train.py") and alone.folder != run.folder
+    path = tmp_path / "launched.yaml"
+    path.write_text(yaml.safe_dump({
+        "recipe": "recipes/default.yaml", "launch": launch, "description": "The recipe as it is.",
+        "values": [{"name": "a", "set": {"trainer.beta": 0}}, {"name": "b", "set": {"trainer.beta": 0.04}}],
+    }))  # fmt: skip
+    from_file = Sweep.from_file(path)
+    assert from_file.launch == launch and from_file.runs(tmp_path)[0].folder == run.folder
+    dry = subprocess.run(
+        ["make", "-n", "ablate", "KEY=trainer.beta", "VALUES=0,0.04", f"LAUNCH={launch}"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
+    assert f'--launch "{launch}"' in dry.stdout
+
+
+@pytest.mark.parametrize("path", SWEEPS, ids=[p.stem for p in SWEEPS])
+def test_every_shipped_sweep_says_which_recipe_state_it_measures(path):
+    sweep = Sweep.from_file(path)
+    assert sweep.description.startswith("Measures "), f"{path.name}: no description of what it measures"
+    pins_warmup = any(o.startswith("warmup=") for o in sweep.overrides)
+    assert ("warm-up" in sweep.description) or not pins_warmup, (
+        f"{path.name} pins the warm-up without saying so"
+    )
+
+
+@pytest.mark.smoke
+def test_a_sweep_of_two_process_runs(tmp_path, tiny_model):
+    """LAUNCH reaches each run: both ranks train (the batch line counts 2 processes)."""
+    recipe = write_recipe(
+        tmp_path / "tiny.yaml", tiny_recipe(tiny_model, tmp_path / "unused", per_device_train_batch_size=2)
+    )
+    root = tmp_path / "ablate"
+    launch = " ".join(two_process_launcher())
+    result = ablate(
+        "KEY=trainer.learning_rate",
+        "VALUES=1e-4,5e-4",
+        f"LAUNCH={launch}",
+        f"ARGS=--config {recipe} --root {root}",
+    )
+    logs = sorted((root / "runs").glob("*.log"))
+    assert len(logs) == 2, result.stdout[-2000:]
+    for log in logs:
+        assert "x 2 process(es)" in log.read_text()

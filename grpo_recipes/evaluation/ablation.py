@@ -34,6 +34,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -56,6 +57,10 @@ class SweepError(ValueError):
     """A sweep file or command line that cannot run: the message names the file, the key and why."""
 
 
+#: What `lift_max_steps` sets trainer.max_steps to: no budget of minutes on any machine reaches it.
+LIFTED_MAX_STEPS = 1_000_000
+
+
 @dataclass(frozen=True)
 class SweepValue:
     """One value of the swept setting: a name for the tables, and the recipe overrides that make it."""
@@ -74,6 +79,11 @@ class Sweep:
     overrides: list[str] = field(default_factory=list)
     """Overrides for every run (before each value's own)."""
     source: str = "command line"
+    launch: str = ""
+    """How each run is started, as for `make train LAUNCH=...` (e.g. `accelerate launch --config_file
+    configs/ddp.yaml --num_processes 2`); "" runs `python scripts/train.py` in one process."""
+    description: str = ""
+    """What the sweep measures: which state of the recipe (what its overrides pin), shown over its table."""
 
     @classmethod
     def from_values(
@@ -84,6 +94,7 @@ class Sweep:
         seeds: int = 1,
         budget_minutes: float = 4.0,
         overrides: Sequence[str] = (),
+        launch: str = "",
     ) -> Sweep:
         """The sweep of `key` over comma-separated `values` (each read as YAML, like any override)."""
         names = [v.strip() for v in values.split(",") if v.strip()]
@@ -96,9 +107,15 @@ class Sweep:
             seeds=seeds,
             budget_minutes=budget_minutes,
             overrides=list(overrides),
+            launch=launch,
         )
         sweep.check()
         return sweep
+
+    def lift_max_steps(self) -> None:
+        """Let the budget end every run: `trainer.max_steps` set far above what the budget reaches, before
+        every other override (a sweep file's or the command line's own max_steps still wins)."""
+        self.overrides.insert(0, f"trainer.max_steps={LIFTED_MAX_STEPS}")
 
     @classmethod
     def from_file(cls, path: str | Path, **replace: Any) -> Sweep:
@@ -109,7 +126,16 @@ class Sweep:
             data = yaml.safe_load(path.read_text())
         except (OSError, yaml.YAMLError) as err:
             raise SweepError(f"{path}: cannot read the sweep: {err}".replace("\n", " ")) from None
-        allowed = {"name", "recipe", "values", "seeds", "budget_minutes", "overrides", "description"}
+        allowed = {
+            "name",
+            "recipe",
+            "values",
+            "seeds",
+            "budget_minutes",
+            "overrides",
+            "description",
+            "launch",
+        }
         if not isinstance(data, dict) or not {"recipe", "values"} <= set(data):
             raise SweepError(f"{path}: a sweep is a mapping with at least `recipe` and `values`")
         if unknown := set(data) - allowed:
@@ -136,12 +162,16 @@ class Sweep:
             budget_minutes=float(data.get("budget_minutes", 4.0)),
             overrides=[str(o) for o in data.get("overrides") or []],
             source=str(path),
+            launch=str(data.get("launch") or ""),
+            description=" ".join(str(data.get("description") or "").split()),
         )
         for key, value in replace.items():
             if key == "overrides":  # after the file's own: on the same key the command line wins
                 sweep.overrides += list(value or [])
             elif key == "recipe" and value is not None:
                 sweep.recipe = Path(value)
+            elif key == "launch" and value:
+                sweep.launch = value
             elif value is not None:
                 setattr(sweep, key, value)
         sweep.check()
@@ -177,6 +207,7 @@ class Run:
     folder: Path
     budget_minutes: float
     recipe: Path
+    launch: str = ""
 
     @classmethod
     def plan(cls, sweep: Sweep, value: SweepValue, seed: int, root: Path) -> Run:
@@ -185,23 +216,25 @@ class Run:
         # fills in (a new recipe section in a later version leaves finished runs finished).
         written = _without_nulls(read_recipe_data(sweep.recipe, overrides))
         written.get("trainer", {}).pop("output_dir", None)
-        identity = json.dumps(
-            {"recipe": written, "budget": sweep.budget_minutes}, sort_keys=True, default=str
-        )
+        decided = {"recipe": written, "budget": sweep.budget_minutes}
+        if sweep.launch:  # (a run in one process keeps the identity it had before launches could differ)
+            decided["launch"] = sweep.launch
+        identity = json.dumps(decided, sort_keys=True, default=str)
         digest = hashlib.sha256(identity.encode()).hexdigest()[:10]
         existing = sorted((root / "runs").glob(f"*-{digest}"))
         what = "-".join(o.replace('"', "") for o in value.overrides) or "as-is"
         slug = re.sub(r"[^\w.=-]+", "_", f"{sweep.recipe.stem}-{what}")[:80] + f"-seed{seed}"
         folder = existing[0] if existing else root / "runs" / f"{slug}-{digest}"
-        return cls(value, seed, overrides, folder, sweep.budget_minutes, sweep.recipe)
+        return cls(value, seed, overrides, folder, sweep.budget_minutes, sweep.recipe, sweep.launch)
 
     @property
     def finished(self) -> bool:
         return (self.folder / "summary.json").is_file() and (self.folder / "eval_after.json").is_file()
 
     def command(self) -> list[str]:
+        launcher = shlex.split(self.launch) if self.launch else [sys.executable]
         return [
-            sys.executable,
+            *launcher,
             str(REPO / "scripts" / "train.py"),
             "--config",
             str(self.recipe),
@@ -361,6 +394,8 @@ def summarize(sweep: Sweep, results: dict[str, dict[int, dict[str, Any]]]) -> di
         "sweep": sweep.name,
         "recipe": str(sweep.recipe),
         "budget_minutes": sweep.budget_minutes,
+        "launch": sweep.launch,
+        "description": sweep.description,
         "seeds": sweep.seeds,
         "overrides": sweep.overrides,
         "reference": reference,
@@ -395,7 +430,9 @@ def markdown(table: dict[str, Any]) -> str:
     lines = [
         f"Sweep `{table['sweep']}` on `{table['recipe']}`: at most {table['budget_minutes']:g} min of training per run, "
         f"{table['seeds']} seed(s) per value"
-        + (f", with {' '.join(table['overrides'])}" if table["overrides"] else ""),
+        + (f", with {' '.join(table['overrides'])}" if table["overrides"] else "")
+        + (f", launched with `{table['launch']}`" if table.get("launch") else "")
+        + (f". {table['description']}" if table.get("description") else ""),
         "",
         "| " + " | ".join(header) + " |",
         "|" + "|".join("---" for _ in header) + "|",
@@ -470,7 +507,7 @@ def run_sweep(
         if run.finished:
             log(f"[{i}/{len(runs)}] {run.value.name}, seed {run.seed}: finished earlier ({run.folder})")
         elif not report_only:
-            log(f"\n[{i}/{len(runs)}] {run.value.name}, seed {run.seed}: {' '.join(run.command()[2:])}")
+            log(f"\n[{i}/{len(runs)}] {run.value.name}, seed {run.seed}: {shlex.join(run.command())}")
             run.execute(log)
     results: dict[str, dict[int, dict[str, Any]]] = {}
     for run in runs:
