@@ -22,6 +22,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--processes", type=int, default=2)
     parser.add_argument(
+        "--server-start",
+        choices=("first", "together"),
+        default="first",
+        help="vllm-server: start training once the server answers, or at once (the trainers wait for it)",
+    )
+    parser.add_argument(
         "--outputs", type=Path, default=Path("outputs"), help="where smoke-<recipe>/ is written"
     )
     args = parser.parse_args(argv)
@@ -34,6 +40,7 @@ def main(argv: list[str] | None = None) -> int:
             lora=args.lora,
             processes=args.processes,
             outputs=args.outputs.resolve(),
+            server_start=args.server_start,
         )
     except RecipeError as err:
         print(f"error: {err}", file=sys.stderr)

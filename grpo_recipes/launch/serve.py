@@ -138,8 +138,18 @@ class Server:
     >>> # with Server(command, env, "http://127.0.0.1:8123", log=Path("server.log")): ...train...
     """
 
-    def __init__(self, command: list[str], env: dict[str, str], url: str, log: Path, timeout: float = 600.0):
+    def __init__(
+        self,
+        command: list[str],
+        env: dict[str, str],
+        url: str,
+        log: Path,
+        timeout: float = 600.0,
+        wait: bool = True,
+    ):
         self.command, self.env, self.url, self.log, self.timeout = command, env, url, log, timeout
+        #: Whether entering waits for /health (False: the trainers wait, as when both start together).
+        self.wait = wait
         self.process: subprocess.Popen | None = None
 
     def __enter__(self) -> Server:
@@ -149,7 +159,8 @@ class Server:
                 self.command, env=self.env, stdout=handle, stderr=subprocess.STDOUT, start_new_session=True
             )
         try:
-            wait_for_health(self.url, self.process, self.timeout)
+            if self.wait:
+                wait_for_health(self.url, self.process, self.timeout)
         except BaseException:
             self.stop()
             raise

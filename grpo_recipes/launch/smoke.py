@@ -215,8 +215,13 @@ def run_smoke(
     processes: int = 2,
     outputs: Path = REPO / "outputs",
     log=print,
+    server_start: str = "first",
 ) -> dict:
-    """Run the smoke test; returns the run's `run_info.json`. Raises RuntimeError when the run fails."""
+    """Run the smoke test; returns the run's `run_info.json`. Raises RuntimeError when the run fails.
+
+    `server_start` (generation `vllm-server`): `first`, the server answers before training starts; `together`,
+    the trainers are launched the moment the server is (as docs/distributed.md's one-node commands do) and
+    wait for it themselves (pre-flight, `trainer.vllm_server_timeout`)."""
     from ..recipe import resolve_recipe_path
 
     path = resolve_recipe_path(config, REPO / "recipes")
@@ -267,10 +272,13 @@ def run_smoke(
         serve, serve_env = recipe_serve_command(smoke_recipe, port=port)
         log(f"smoke: starting the vLLM server on 127.0.0.1:{port} (log: {out / 'vllm-server.log'})")
         url = f"http://127.0.0.1:{port}"
-        with Server(serve, {**serve_env, "CUDA_VISIBLE_DEVICES": ""}, url, out / "vllm-server.log"):
-            before = served_logprobs(url)
+        together = server_start == "together"
+        server_env = {**serve_env, "CUDA_VISIBLE_DEVICES": ""}
+        with Server(serve, server_env, url, out / "vllm-server.log", wait=not together):
+            before = None if together else served_logprobs(url)
             status = run_without_exit_noise(command, env, log)
-            served_weights_changed = status == 0 and served_logprobs(url) != before
+            # Started together, there was no "before" to compare with: the weights' reaching it is not checked.
+            served_weights_changed = None if together else status == 0 and served_logprobs(url) != before
     else:
         status = run_without_exit_noise(command, env, log)
     if status != 0:

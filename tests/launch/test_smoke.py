@@ -185,6 +185,19 @@ def test_server_mode_trains_against_a_served_model_and_leaves_no_process(outputs
     assert left.strip() == "", f"vLLM processes left behind: {left}"
 
 
+@pytest.mark.parametrize("dist", ["zero2", "zero3"])
+def test_server_and_trainers_started_together_as_the_docs_do(outputs, dist):
+    """docs/distributed.md's one-node command: `make serve &` and the launch at once. The trainers wait for the
+    server's /health (pre-flight, with a progress line) instead of failing while it loads its model."""
+    out, log = smoke(outputs, "default", dist, "vllm-server", "off", "--server-start", "together")
+    info = check_run(out, log, dist, "vllm-server", "off")
+    assert info["global_step"] == 2
+    assert "pre-flight: waiting for the vLLM server at" in log
+    assert "/collective_rpc" in (out / "vllm-server.log").read_text()
+    left = subprocess.run(["pgrep", "-f", "vllm.entrypoints"], capture_output=True, text=True).stdout
+    assert left.strip() == "", f"vLLM processes left behind: {left}"
+
+
 def test_dynamic_sampling_with_vllm_colocate_and_lora(outputs):
     """Extra generation rounds through vLLM under 2 processes: the tiny model's groups are all equal, so every
     step spends its bound and trains on what it has."""
