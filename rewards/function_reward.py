@@ -27,6 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from rewards.base import TRAINER_KWARGS, Reward
+from rewards.imports import import_object
 
 logger = logging.getLogger(__name__)
 
@@ -187,9 +188,9 @@ def check_function(function: Any, params: Mapping[str, Any]) -> str:
 
 
 def _rebuild(path: str, search: Sequence[str], params: Mapping[str, Any]) -> Reward:
-    from rewards.registry import build_reward
-
-    return build_reward(path, params, search=search)
+    """The reward again in another process: the user's module imported again, as the recipe did."""
+    function, origin = import_object(path, search)
+    return FunctionReward(function, path, origin, params, search)
 
 
 def _item(value: Any, index: int, size: int | None) -> Any:

@@ -167,6 +167,7 @@ def ablate(*args: str) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.slow
+@pytest.mark.long  # over a minute: make test-long (CI runs it)
 def test_tiny_sweep_writes_its_files_and_resumes_without_redoing_finished_runs(tmp_path, tiny_model):
     recipe = write_recipe(tmp_path / "tiny.yaml", tiny_recipe(tiny_model, tmp_path / "unused"))
     root = tmp_path / "ablate"

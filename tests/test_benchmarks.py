@@ -74,6 +74,7 @@ def test_bench_generation_tiny_with_vllm(tmp_path, tiny_model):
 
 
 @pytest.mark.slow
+@pytest.mark.long  # over a minute: make test-long (CI runs it)
 def test_bench_sampling_tiny(tmp_path, tiny_model):
     """bench-sampling is the sweep sweeps/dynamic-sampling.yaml: off and on, with its table and files."""
     recipe = write_recipe(tmp_path / "tiny.yaml", tiny_recipe(tiny_model, tmp_path / "unused"))

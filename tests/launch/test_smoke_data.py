@@ -7,7 +7,7 @@ import os
 import sys
 
 import pytest
-from support import REPO
+from support import REPO, model_stub
 
 from grpo_recipes.launch.smoke import (
     is_hub_dataset,
@@ -84,9 +84,9 @@ def test_generated_and_local_recipes_need_nothing():
     assert offline_data(load_recipe(REPO / "recipes" / "template.yaml")) == ([], None)
 
 
-def test_a_tool_recipes_warm_up_is_cut_to_two_steps_and_other_recipes_get_no_warm_up_keys():
+def test_a_tool_recipes_warm_up_is_cut_to_two_steps_and_other_recipes_get_no_warm_up_keys(tmp_path):
     path = REPO / "recipes" / "calculator-cpu.yaml"
-    recipe = load_recipe(path, smoke_overrides("/tmp/tiny", "/tmp/out", "hf", warmup=True))
+    recipe = load_recipe(path, smoke_overrides(model_stub(tmp_path / "tiny"), "/tmp/out", "hf", warmup=True))
     assert (recipe.warmup.examples, recipe.warmup.max_steps, recipe.warmup.per_device_train_batch_size) == (
         4,
         2,

@@ -389,6 +389,7 @@ def judge_all(
 
 
 @pytest.mark.slow
+@pytest.mark.long  # over a minute: make test-long (CI runs it)
 def test_no_standard_library_object_passes_a_test_for_the_program():
     began = time.monotonic()
     found = enumerate_candidates()
