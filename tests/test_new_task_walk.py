@@ -223,3 +223,32 @@ def test_training_with_a_reward_of_ones_own(dates_recipe, tiny_model, tmp_path):
     history = json.loads((out / "log_history.json").read_text())
     assert [h["step"] for h in history if "rewards/date_match/mean" in h] == [1, 2]
     assert json.loads((out / "eval_after.json").read_text())["total"] == 4
+
+
+def test_eval_and_compare_with_a_reward_of_ones_own(dates_recipe, tiny_model, tmp_path):
+    out = tmp_path / "eval"
+    result = run_script(
+        "evaluate.py", "--config", str(dates_recipe), "--model", str(tiny_model), "--base", str(tiny_model),
+        "--limit", "3", "--max-new-tokens", "8", "--output-dir", str(out),
+    )  # fmt: skip
+    assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
+    for side in ("base", "model"):  # `make compare`: both models scored by the user's reward
+        samples = [json.loads(line) for line in (out / side / "samples.jsonl").read_text().splitlines()]
+        assert len(samples) == 3 and all(
+            set(record["rewards"]) == {"date_reward:date_match"} for record in samples
+        )
+    assert (out / "model" / "comparison.json").is_file()
+
+
+@pytest.mark.smoke
+def test_two_processes_with_a_reward_of_ones_own(dates_recipe, tmp_path):
+    """`make smoke RECIPE=~/dates/dates.yaml`: two gloo processes, each loading the user's module itself."""
+    result = run_script(
+        "smoke.py", "--config", str(dates_recipe), "--dist", "ddp", "--gen", "hf", "--lora", "off",
+        "--outputs", str(tmp_path), timeout=900,
+    )  # fmt: skip
+    assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
+    out = tmp_path / "smoke-dates"
+    assert json.loads((out / "run_info.json").read_text())["world_size"] == 2
+    history = json.loads((out / "log_history.json").read_text())
+    assert [h["step"] for h in history if "rewards/date_match/mean" in h] == [1, 2]

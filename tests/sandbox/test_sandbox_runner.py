@@ -314,3 +314,18 @@ def test_a_traceback_shows_the_program_frames_only():
     )
     assert box().run_python("import sys\nsys.exit(3)").exit_code == 3
     assert box().run_python("exit(4)").exit_code == 4  # site's builtins are there
+
+
+def test_no_host_path_of_the_repository_is_in_view():
+    """/proc/1/cmdline (the run's init), the program's own command line and a traceback show no repository
+    or virtual environment path: the boot script comes as marshalled code, under the interpreter's real file."""
+    repo = str(Path(__file__).resolve().parents[2])
+    result = box().run_python(
+        "import sys\n"
+        "for path in ('/proc/1/cmdline', '/proc/self/cmdline', '/proc/self/mountinfo'):\n"
+        "    print(open(path, 'rb').read().replace(b'\\0', b' ').decode())\n"
+        "print(sys.executable, sys.argv)\n"
+        "raise ValueError('the end')\n"
+    )
+    assert "ValueError: the end" in result.stderr and "-I -S -B -c" in result.stdout
+    assert repo not in result.stdout + result.stderr, result.stdout
