@@ -185,37 +185,54 @@ def _usable(cgroups: Cgroups) -> Cgroups | str:
     return cgroups
 
 
-def _memberships() -> dict[str, str]:
-    """This process's group in each hierarchy: controller (or "" for v2's unified one) -> path."""
+def _memberships(text: str | None = None) -> dict[str, str]:
+    r"""This process's group in each hierarchy: controller (or "" for v2's unified one) -> path.
+
+    >>> _memberships("4:memory:/jobs/7\n8:pids:/\n0::/user.slice\n")
+    {'memory': '/jobs/7', 'pids': '/', '': '/user.slice'}
+    """
+    if text is None:
+        with open("/proc/self/cgroup") as file:
+            text = file.read()
     found = {}
-    with open("/proc/self/cgroup") as file:
-        for line in file:
-            _, controllers, path = line.rstrip("\n").split(":", 2)
-            for controller in controllers.split(",") if controllers else [""]:
-                found[controller] = path
+    for line in text.splitlines():
+        _, controllers, path = line.split(":", 2)
+        for controller in controllers.split(",") if controllers else [""]:
+            found[controller] = path
     return found
 
 
-def _mounts() -> dict[str, tuple[str, str]]:
-    """Mounted hierarchies: "cgroup2" or a v1 controller -> (mount point, root of the mount)."""
+def _mounts(text: str | None = None) -> dict[str, tuple[str, str]]:
+    r"""Mounted hierarchies: "cgroup2" or a v1 controller -> (mount point, root of the mount).
+
+    >>> _mounts("35 31 0:32 / /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory\n"
+    ...         "41 31 0:38 / /sys/fs/cgroup/unified rw - cgroup2 cgroup2 rw\n")
+    {'memory': ('/sys/fs/cgroup/memory', '/'), 'cgroup2': ('/sys/fs/cgroup/unified', '/')}
+    """
+    if text is None:
+        with open("/proc/self/mountinfo") as file:
+            text = file.read()
     found: dict[str, tuple[str, str]] = {}
-    with open("/proc/self/mountinfo") as file:
-        for line in file:
-            fields = line.split()
-            separator = fields.index("-")
-            fstype, options = fields[separator + 1], fields[separator + 3].split(",")
-            root, point = _unescape(fields[3]), _unescape(fields[4])
-            if fstype == "cgroup2":
-                found.setdefault("cgroup2", (point, root))
-            elif fstype == "cgroup":
-                for option in options:
-                    if option in ("memory", "pids"):
-                        found.setdefault(option, (point, root))
+    for line in text.splitlines():
+        fields = line.split()
+        separator = fields.index("-")
+        fstype, options = fields[separator + 1], fields[separator + 3].split(",")
+        root, point = _unescape(fields[3]), _unescape(fields[4])
+        if fstype == "cgroup2":
+            found.setdefault("cgroup2", (point, root))
+        elif fstype == "cgroup":
+            for option in options:
+                if option in ("memory", "pids"):
+                    found.setdefault(option, (point, root))
     return found
 
 
 def _folder(mount: tuple[str, str], path: str) -> str:
-    """The folder of group ``path`` under a hierarchy mounted at ``point`` from ``root``."""
+    """The folder of group ``path`` under a hierarchy mounted at ``point`` from ``root``.
+
+    >>> _folder(("/sys/fs/cgroup", "/"), "/user.slice/job"), _folder(("/sys/fs/cgroup", "/kubepods/pod1"), "/kubepods/pod1")
+    ('/sys/fs/cgroup/user.slice/job', '/sys/fs/cgroup')
+    """
     point, root = mount
     if root != "/" and (path == root or path.startswith(root.rstrip("/") + "/")):
         path = path[len(root.rstrip("/")) :]
