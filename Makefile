@@ -99,7 +99,7 @@ smoke: setup-cpu-dist model
 test: setup-cpu-dist
 	$(PY) -m pytest -m "not smoke and not long" $(PYTEST_ARGS)
 
-# Single tests of a minute or more (the standard library walk of the code judge, a whole tiny sweep...).
+# Single tests of half a minute or more (the standard-library walk of the code judge, a whole tiny sweep...).
 test-long: setup-cpu-dist
 	$(PY) -m pytest -m long $(PYTEST_ARGS)
 

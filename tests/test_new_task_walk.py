@@ -225,6 +225,7 @@ def test_training_with_a_reward_of_ones_own(dates_recipe, tiny_model, tmp_path):
     assert json.loads((out / "eval_after.json").read_text())["total"] == 4
 
 
+@pytest.mark.long  # about 40 s: make test-long (CI runs it)
 def test_eval_and_compare_with_a_reward_of_ones_own(dates_recipe, tiny_model, tmp_path):
     out = tmp_path / "eval"
     result = run_script(
