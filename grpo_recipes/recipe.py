@@ -278,6 +278,11 @@ class Recipe:
     base_dir: Path | None = field(default=None, init=False)
     """The recipe file's folder: where relative data paths and a user's own modules are looked for first."""
 
+    @property
+    def search_dirs(self) -> list[Path]:
+        """Where a user's own reward, tool or environment module is looked for before the working directory."""
+        return [self.base_dir] if self.base_dir is not None else []
+
     def to_dict(self) -> dict[str, Any]:
         """The recipe as plain data, in the shape of the file (for writing the resolved recipe)."""
         data = dataclasses.asdict(self)
@@ -307,7 +312,7 @@ class Recipe:
     def reward_functions(self) -> list[reward_registry.Reward]:
         """One reward per entry of `rewards`, built with its params."""
         return [
-            _build_reward(self.source, f"rewards[{i}]", spec, self.base_dir)
+            _build_reward(self.source, f"rewards[{i}]", spec, self.search_dirs)
             for i, spec in enumerate(self.rewards)
         ]
 
@@ -318,7 +323,7 @@ class Recipe:
         for candidate, function in zip(self.rewards, self.reward_functions, strict=True):
             if candidate is spec:
                 return function
-        return _build_reward(self.source, "evaluation.reward", spec, self.base_dir)
+        return _build_reward(self.source, "evaluation.reward", spec, self.search_dirs)
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -486,7 +491,7 @@ def _check_tools(recipe: Recipe, source: str, base_dir: Path | None = None) -> N
     from .agents.tools import ToolError, build_tool
 
     names: dict[str, int] = {}
-    search = [base_dir] if base_dir is not None else []
+    search = recipe.search_dirs
     for i, spec in enumerate(recipe.tools):
         _check_limits(source, f"tools[{i}]", spec)
         try:
@@ -590,13 +595,12 @@ def _check_chat_template(recipe: Recipe, source: str, base_dir: Path | None) -> 
 
 
 def _build_reward(
-    source: str, key: str, spec: RewardSpec, base_dir: Path | None = None
+    source: str, key: str, spec: RewardSpec, search: list[Path] | None = None
 ) -> reward_registry.Reward:
     """The reward `spec` names, built with its params (a user's own by import path looked for next to the
     recipe first); a bad param is a RecipeError under `key.params`, an unknown reward under `key`."""
-    search = [base_dir] if base_dir is not None else []
     try:
-        return reward_registry.build_reward(spec.name, spec.params, search=search)
+        return reward_registry.build_reward(spec.name, spec.params, search=search or [])
     except reward_registry.InvalidRewardParamsError as err:
         place = join_key(f"{key}.params", err.param) if err.param or not is_import_path(spec.name) else key
         raise RecipeError(source, place, err.problem) from None

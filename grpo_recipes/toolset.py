@@ -49,7 +49,7 @@ class Toolset:
     @classmethod
     def for_recipe(cls, recipe: Recipe) -> Toolset:
         stats = ToolStats()
-        search = [recipe.base_dir] if recipe.base_dir is not None else []
+        search = recipe.search_dirs
         tools = []
         for spec in recipe.tools:
             tool = build_tool(spec.name, spec.params, search=search)  # checked by the recipe loader already

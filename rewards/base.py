@@ -182,12 +182,7 @@ class Reward:
     def samples(self, completions: Sequence[Any], kwargs: Mapping[str, Any]) -> list[Sample]:
         """One :class:`Sample` per completion, with its prompt, token ids and dataset columns."""
         size = len(completions)
-        for column in self.required_columns:
-            if kwargs.get(column) is None:
-                raise ValueError(
-                    f"reward {self.name!r} needs the dataset column {column!r} (passed as keyword "
-                    f"argument {column}=[one value per completion]); got keywords {sorted(kwargs)}"
-                )
+        self.check_columns(kwargs)
         prompts = _column(kwargs, "prompts", size, self.name)
         ids = _column(kwargs, "completion_ids", size, self.name)
         columns = {
@@ -204,6 +199,16 @@ class Reward:
             )
             for i, completion in enumerate(completions)
         ]
+
+    def check_columns(self, kwargs: Mapping[str, Any]) -> None:
+        """Raise ``ValueError`` when a column of :attr:`required_columns` is not among the keyword arguments."""
+        for column in self.required_columns:
+            if kwargs.get(column) is None:
+                where = f" ({self.origin})" if self.origin else ""
+                raise ValueError(
+                    f"reward {self.name!r}{where} needs the dataset column {column!r} (passed as keyword "
+                    f"argument {column}=[one value per completion]); got keywords {sorted(kwargs)}"
+                )
 
     def score_batch(self, samples: list[Sample], log_extra: LogExtra | None = None) -> list[float | None]:
         """Score a batch; ``log_extra(column, values)`` may add columns to TRL's completions table.

@@ -78,12 +78,7 @@ class FunctionReward(Reward):
 
     def __call__(self, completions: Sequence[Any], **kwargs: Any) -> list[float | None]:
         size = len(completions)
-        for column in self.required_columns:
-            if kwargs.get(column) is None:
-                raise ValueError(
-                    f"reward {self.name!r} ({self.path}) needs the dataset column {column!r}; got keywords "
-                    f"{sorted(kwargs)}"
-                )
+        self.check_columns(kwargs)
         call = {**kwargs, **self.bound_params}
         scores, failure = self._bounded(list(completions), call, size)
         if failure is None:

@@ -56,7 +56,7 @@ LOADER = (
     "exec(c['_boot'],{'__name__':'__main__','CODE':c})"
 )
 #: Marks a run's processes on the command line (the tests look for leftovers by it).
-COMMAND_MARK = "import marshal,os,sys;c=marshal.loads"
+COMMAND_MARK = LOADER.split("(", 1)[0]
 #: Exit code of the boot script when the sandbox could not be set up (see ``RunResult.setup_error``).
 SETUP_FAILED = 125
 #: The unprivileged uid and gid programs run as when the harness is root ("nobody" on most systems).
@@ -139,9 +139,12 @@ class Limits:
             "open_files": self.max_open_files,
             "file_bytes": self.max_file_mb << 20,
             "tmp_bytes": self.tmp_mb << 20,
-            # With a control group: the whole run's memory, its /tmp and /dev/shm (tmpfs pages) included.
-            "group_memory_bytes": (self.memory_mb + 2 * self.tmp_mb) << 20,
         }
+
+    @property
+    def group_memory_bytes(self) -> int:
+        """With a control group: the whole run's memory, its /tmp and /dev/shm (tmpfs pages) included."""
+        return (self.memory_mb + 2 * self.tmp_mb) << 20
 
 
 @dataclass(frozen=True)
@@ -457,7 +460,7 @@ class Sandbox:
         if self._cgroups is not None:
             # The harness moves the boot process into the run's group while its interpreter starts (the
             # first move into a group can wait a kernel grace period, ~15 ms); it waits at the gate.
-            group = self._cgroups.create(limits.for_boot()["group_memory_bytes"], limits.max_processes)
+            group = self._cgroups.create(limits.group_memory_bytes, limits.max_processes)
             gate_r, gate_w = os.pipe()
             config["cgroup_gate_fd"] = gate_r
             pass_fds = (*pass_fds, gate_r)

@@ -97,20 +97,26 @@ def test_check_and_audit_pass_on_the_users_own_data(units_recipe):
     assert re.search(r"corrupted scoring 0 +4 \(100\.0 %\)", audit.stdout)
 
 
-@pytest.mark.slow
-def test_training_runs_on_the_users_own_data(units_recipe, tiny_model, tmp_path):
-    out = tmp_path / "outputs" / "units"
+def train_two_steps(recipe: Path, model: Path, out: Path):
+    """`make train RECIPE=<recipe>` for two steps, the tiny random model standing in for SmolLM2."""
     result = run_script(
         "train.py",
         "--config",
-        str(units_recipe),
-        f"model.name_or_path={tiny_model}",  # the tiny random model stands in for SmolLM2
+        str(recipe),
+        f"model.name_or_path={model}",
         f"trainer.output_dir={out}",
         "trainer.max_steps=2",
         "trainer.max_completion_length=8",
         "evaluation.max_new_tokens=8",
     )
     assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
+    return result
+
+
+@pytest.mark.slow
+def test_training_runs_on_the_users_own_data(units_recipe, tiny_model, tmp_path):
+    out = tmp_path / "outputs" / "units"
+    result = train_two_steps(units_recipe, tiny_model, out)
     assert "dataset: 26 training rows, 4 held-out rows\n" in result.stdout
     assert json.loads((out / "summary.json").read_text())["global_step"] == 2
     history = json.loads((out / "log_history.json").read_text())
@@ -209,17 +215,7 @@ def test_check_and_audit_with_a_reward_of_ones_own(dates_recipe):
 @pytest.mark.slow
 def test_training_with_a_reward_of_ones_own(dates_recipe, tiny_model, tmp_path):
     out = tmp_path / "outputs" / "dates"
-    result = run_script(
-        "train.py",
-        "--config",
-        str(dates_recipe),
-        f"model.name_or_path={tiny_model}",
-        f"trainer.output_dir={out}",
-        "trainer.max_steps=2",
-        "trainer.max_completion_length=8",
-        "evaluation.max_new_tokens=8",
-    )
-    assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
+    train_two_steps(dates_recipe, tiny_model, out)
     history = json.loads((out / "log_history.json").read_text())
     assert [h["step"] for h in history if "rewards/date_match/mean" in h] == [1, 2]
     assert json.loads((out / "eval_after.json").read_text())["total"] == 4
