@@ -195,30 +195,65 @@ def data_sources(spec: DatasetSpec) -> tuple[DataSource, DataSource | None]:
 LEVEL_SEED_OFFSET = 7_919
 
 
-def generated_rows(
-    spec: DatasetSpec, curriculum: CurriculumSpec | None = None, source: str = "recipe"
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """The training and held-out rows of the recipe's `dataset.generator`.
+#: Seed offset of the warm-up's rows (`dataset.generator.warmup_size`) from the generator's seed.
+WARMUP_SEED_OFFSET = 104_729
 
-    With a `curriculum`, the training rows are one pool per level, in level order: `train_size` rows of that
-    level's params each (seed: the generator's plus `LEVEL_SEED_OFFSET` per level), none with a held-out
-    question, each row tagged with its `curriculum_level` and its place in the pool (`curriculum_row`). The
-    held-out rows keep the base params: they measure the task itself.
+
+@dataclass
+class GeneratedRows:
+    train: list[dict[str, Any]]
+    held_out: list[dict[str, Any]]
+    warmup: list[dict[str, Any]]
+    """The warm-up's rows (`dataset.generator.warmup_size`; empty: none apart)."""
+
+
+def generated_splits(
+    spec: DatasetSpec, curriculum: CurriculumSpec | None = None, source: str = "recipe"
+) -> GeneratedRows:
+    """The training, held-out and warm-up rows of the recipe's `dataset.generator`, no question in two of them.
+
+    The held-out rows have the task's `params` (they measure the task itself). The warm-up's rows
+    (`warmup_size` of them, shown worked, never trained on by GRPO) have `warmup_params` over `params`, and the
+    training rows `train_params` over `params`. With a `curriculum`, they are one pool per level, in level order:
+    `train_size` rows of that level's params each (seed: the generator's plus `LEVEL_SEED_OFFSET` per level),
+    each row tagged with its `curriculum_level` and its place in the pool (`curriculum_row`).
 
     >>> from grpo_recipes.recipe import CurriculumSpec, GeneratorSpec
-    >>> spec = DatasetSpec(generator=GeneratorSpec("arithmetic", 4, 3, params={"max_ops": 1}))
-    >>> train, held_out = generated_rows(spec, CurriculumSpec(levels=[{"max_operand": 3}, {}]))
-    >>> [row["curriculum_level"] for row in train], len(held_out)
-    ([0, 0, 0, 0, 1, 1, 1, 1], 3)
+    >>> spec = DatasetSpec(generator=GeneratorSpec("arithmetic", 4, 3, params={"max_ops": 1}, warmup_size=2))
+    >>> rows = generated_splits(spec, CurriculumSpec(levels=[{"max_operand": 3}, {}]))
+    >>> [row["curriculum_level"] for row in rows.train], len(rows.held_out), len(rows.warmup)
+    ([0, 0, 0, 0, 1, 1, 1, 1], 3, 2)
     """
     gen = spec.generator
     generator = GENERATORS[gen.name]
-    if curriculum is None:
-        return generator.splits(gen.train_size, gen.eval_size, gen.seed, **gen.params)
+    if curriculum is None and not gen.train_params and not gen.warmup_size:
+        train, held_out = generator.splits(gen.train_size, gen.eval_size, gen.seed, **gen.params)
+        return GeneratedRows(train, held_out, [])
     held_out = generator.generate(gen.eval_size, seed=gen.seed + HELD_OUT_SEED_OFFSET, **gen.params)
     key = getattr(generator, "key", "question")
     exclude = {row[key] for row in held_out}
-    train: list[dict[str, Any]] = []
+    warmup: list[dict[str, Any]] = []
+    if gen.warmup_size:
+        try:
+            warmup = generator.generate(
+                gen.warmup_size,
+                seed=gen.seed + WARMUP_SEED_OFFSET,
+                exclude=exclude,
+                **{**gen.params, **gen.warmup_params},
+            )
+        except ValueError as err:
+            raise RecipeError(source, "dataset.generator.warmup_size", str(err)) from None
+        exclude |= {row[key] for row in warmup}
+    if curriculum is None:
+        try:
+            train = generator.generate(
+                gen.train_size, seed=gen.seed, exclude=exclude, **gen.training_params()
+            )
+        except ValueError as err:
+            where = "train_params" if gen.train_params else "train_size"
+            raise RecipeError(source, f"dataset.generator.{where}", str(err)) from None
+        return GeneratedRows(train, held_out, warmup)
+    train = []
     for level in range(len(curriculum.levels)):
         params = curriculum.level_params(gen.params, level)
         try:
@@ -230,7 +265,21 @@ def generated_rows(
                 source, f"curriculum.levels.{level}", f"{err} (no level has the held-out questions)"
             ) from None
         train += [{**row, "curriculum_level": level, "curriculum_row": i} for i, row in enumerate(rows)]
-    return train, held_out
+    return GeneratedRows(train, held_out, warmup)
+
+
+def generated_rows(
+    spec: DatasetSpec, curriculum: CurriculumSpec | None = None, source: str = "recipe"
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The training and held-out rows of the recipe's `dataset.generator` (`generated_splits`'s).
+
+    >>> from grpo_recipes.recipe import GeneratorSpec
+    >>> train, held_out = generated_rows(DatasetSpec(generator=GeneratorSpec("arithmetic", 4, 3, params={"max_ops": 1})))
+    >>> len(train), len(held_out)
+    (4, 3)
+    """
+    rows = generated_splits(spec, curriculum, source)
+    return rows.train, rows.held_out
 
 
 def peek_columns(recipe: Recipe, held_out: bool = False) -> list[str] | None:
@@ -262,6 +311,9 @@ class Splits:
     """The training data's rows before any were held out."""
     level_bounds: list[tuple[int, int]] | None = None
     """With a curriculum: each level's pool of training rows, as (first row, end) in `train`, easy to hard."""
+    warmup: Any | None = None
+    """Rows generated apart for the warm-up's demonstrations (`dataset.generator.warmup_size`), with prompts;
+    None: the warm-up shows training rows."""
 
     def level_rows(self, level: int) -> Any:
         """The training rows of one curriculum level's pool."""
@@ -283,6 +335,8 @@ class Splits:
             )
         if self.level_bounds:
             line += f" ({len(self.level_bounds)} curriculum levels of {self.level_bounds[0][1]} rows each)"
+        if self.warmup is not None:
+            line += f", {len(self.warmup)} rows apart for the warm-up's demonstrations"
         return line
 
 
@@ -296,11 +350,13 @@ def load_splits(recipe: Recipe) -> Splits:
     import datasets
 
     spec = recipe.dataset
-    eval_set = None
+    eval_set = warmup = None
     curriculum = recipe.curriculum
     if spec.generator is not None:
-        train_rows, eval_rows = generated_rows(spec, curriculum, recipe.source)
-        train, eval_set = datasets.Dataset.from_list(train_rows), datasets.Dataset.from_list(eval_rows)
+        rows = generated_splits(spec, curriculum, recipe.source)
+        train, eval_set = datasets.Dataset.from_list(rows.train), datasets.Dataset.from_list(rows.held_out)
+        if rows.warmup:
+            warmup = with_prompts(datasets.Dataset.from_list(rows.warmup), recipe.prompt)
     else:
         train_source, held_out_source = data_sources(spec)
         train = train_source.load()
@@ -320,6 +376,7 @@ def load_splits(recipe: Recipe) -> Splits:
             train=with_prompts(train, recipe.prompt),
             eval=_held_out(recipe, eval_set),
             level_bounds=[(level * size, (level + 1) * size) for level in range(len(curriculum.levels))],
+            warmup=warmup,
         )
     if spec.shuffle_seed is not None:
         train = train.shuffle(seed=spec.shuffle_seed)
@@ -337,6 +394,7 @@ def load_splits(recipe: Recipe) -> Splits:
         eval=_held_out(recipe, eval_set),
         held_out_of_train=held,
         rows_before_hold_out=total,
+        warmup=warmup,
     )
 
 

@@ -94,6 +94,24 @@ class GeneratorSpec:
     eval_size: int = 200
     seed: int = 0
     params: dict[str, Any] = field(default_factory=dict)
+    """The task's params: those of the held-out rows, and of the training rows unless `train_params` says otherwise."""
+    train_params: dict[str, Any] = field(default_factory=dict)
+    """Params of the training rows only, over `params` (a wider operand range: a pool that a run cannot
+    exhaust); the held-out rows keep `params`, so they go on measuring the task itself."""
+    warmup_size: int = 0
+    """Rows generated apart for the supervised warm-up's demonstrations, with no question in common with the
+    training or held-out rows; 0: the warm-up shows training rows."""
+    warmup_params: dict[str, Any] = field(default_factory=dict)
+    """Params of the warm-up's rows, over `params` (problems of the task by default): what it must show, such
+    as differences below zero (`{operators: "-"}`)."""
+
+    def training_params(self) -> dict[str, Any]:
+        """The params the training rows are generated with.
+
+        >>> GeneratorSpec("arithmetic", params={"max_operand": 12}, train_params={"max_operand": 20}).training_params()
+        {'max_operand': 20}
+        """
+        return {**self.params, **self.train_params}
 
 
 @dataclass
@@ -686,16 +704,36 @@ def _check_dataset(recipe: Recipe, source: str, base_dir: Path | None) -> None:
                 f"unknown generator '{spec.generator.name}'. Allowed: {', '.join(names)}."
                 f"{suggest(spec.generator.name, names)}",
             )
-        generator = GENERATORS[spec.generator.name]
+        gen = spec.generator
+        generator = GENERATORS[gen.name]
         with _at(source, "dataset.generator.params"):
-            spec.generator.params = generator.check_params(spec.generator.params)
-        capacity = generator.capacity(**spec.generator.params)
-        if spec.generator.train_size + spec.generator.eval_size > capacity:
+            gen.params = generator.check_params(gen.params)
+        for key in ("train_params", "warmup_params"):
+            with _at(source, f"dataset.generator.{key}"):
+                generator.check_params({**gen.params, **getattr(gen, key)})
+        if gen.warmup_size < 0:
+            raise RecipeError(
+                source, "dataset.generator.warmup_size", f"must be 0 or more, got {gen.warmup_size}."
+            )
+        # Counts that cannot fit; generation itself refuses the rest (training rows that the held-out and
+        # warm-up rows leave too few of, where train_params overlap the task's params).
+        capacity = generator.capacity(**gen.params)
+        sizes = [("train_size", gen.train_size)] if not gen.train_params else []
+        sizes += [("eval_size", gen.eval_size)]
+        sizes += [("warmup_size", gen.warmup_size)] if not gen.warmup_params else []
+        if sum(size for _, size in sizes) > capacity:
             raise RecipeError(
                 source,
                 "dataset.generator",
-                f"train_size {spec.generator.train_size} + eval_size {spec.generator.eval_size} exceed the "
-                f"{capacity} distinct problems its params allow.",
+                " + ".join(f"{name} {size}" for name, size in sizes if size or name != "warmup_size")
+                + f" exceed the {capacity} distinct problems its params allow.",
+            )
+        training_capacity = generator.capacity(**gen.training_params())
+        if gen.train_params and gen.train_size > training_capacity:
+            raise RecipeError(
+                source,
+                "dataset.generator.train_size",
+                f"train_size {gen.train_size} exceeds the {training_capacity} distinct problems train_params allow.",
             )
     else:
         for key in ("path", "eval_path"):

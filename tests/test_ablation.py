@@ -90,6 +90,7 @@ def test_summary_verdicts_against_the_first_value():
     assert low < 0.6 < high
     text = markdown(table)
     assert "| much better | 1 | 10 | 0.8 | 5.0 | 60.0% [" in text
+    assert "GRPO's own change" in text and "| — |" in text  # the runs measured no starting point
     assert "+60.0% [" in text and "real" in text and "| not run | 0 |" in text
 
 
@@ -152,7 +153,7 @@ def test_runs_go_seed_by_seed_so_a_stopped_sweep_compares_every_value_on_the_sam
 def test_a_run_is_named_by_the_recipe_settings_not_by_its_comments(tmp_path):
     text = (REPO / "recipes" / "default.yaml").read_text()
     folders = []
-    for variant in (text, "# another comment\n" + text, text.replace("temperature: 0.5", "temperature: 0.6")):
+    for variant in (text, "# another comment\n" + text, text.replace("temperature: 1.0", "temperature: 0.9")):
         recipe = tmp_path / "default.yaml"
         recipe.write_text(variant)
         folders.append(Sweep.from_values(recipe, "trainer.beta", "0,0.04").runs(tmp_path)[1].folder)
@@ -250,9 +251,10 @@ def test_the_warm_up_counts_as_training_time_but_not_in_seconds_per_step(tmp_pat
     folder.mkdir()
     summary = {
         "global_step": 10,
-        "train_seconds": 70.0,  # includes the 20 s before-evaluation
+        "train_seconds": 85.0,  # includes the 15 s and 20 s evaluations before GRPO
         "warmup_seconds": 30.0,
-        "before": {"seconds": 20.0, "accuracy": 0.5},
+        "base": {"seconds": 15.0, "accuracy": 0.25},  # the base model's, before the warm-up
+        "before": {"seconds": 20.0, "accuracy": 0.5, "correct_by_problem": [False, True, True, False]},
         "after": {"accuracy": 0.75, "correct_by_problem": [True, True, True, False]},
         "sampling": {"steps": 10, "zero_gradient_steps": 2},
     }
@@ -265,6 +267,8 @@ def test_the_warm_up_counts_as_training_time_but_not_in_seconds_per_step(tmp_pat
     sweep = Sweep.from_values(REPO / "recipes" / "default.yaml", "trainer.beta", "0,0.04")
     table = markdown(summarize(sweep, {"0": {0: measured}}))
     assert "| 0 | 1 | 10 | 1.3 | 5.0 | 75.0% " in table  # 80 s of training in all; 50 s for 10 GRPO steps
+    # GRPO's own change: after GRPO against its starting point (after the warm-up), on the same problems.
+    assert "| reference | +25.0% [" in table
 
 
 def test_a_budget_given_lifts_max_steps_so_that_it_ends_every_run(tmp_path):

@@ -299,10 +299,10 @@ def measure(folder: Path) -> dict[str, Any]:
         )
         world_size = json.loads((folder / "run_info.json").read_text()).get("world_size", 1)
         generated = sampling["steps"] * per_step * world_size
-    before = summary.get("before") or {}
-    # train.py's train_seconds includes the before-training evaluation, which the budget does not count, and
-    # leaves out the supervised warm-up, which it counts.
-    grpo_seconds = summary["train_seconds"] - (before.get("seconds") or 0)
+    before, base = summary.get("before") or {}, summary.get("base") or {}
+    # train.py's train_seconds includes the evaluations before training (of the base model too, in a run with a
+    # warm-up), which the budget does not count, and leaves out the supervised warm-up, which it counts.
+    grpo_seconds = summary["train_seconds"] - (before.get("seconds") or 0) - (base.get("seconds") or 0)
     return {
         "steps": summary["global_step"],
         "train_seconds": grpo_seconds + summary.get("warmup_seconds", 0),
@@ -310,6 +310,8 @@ def measure(folder: Path) -> dict[str, Any]:
         "accuracy_before": before.get("accuracy"),
         "accuracy_after": after["accuracy"],
         "correct": after["correct_by_problem"],
+        # GRPO's starting point (after the warm-up, if any), problem by problem: GRPO's own change is paired on it.
+        "correct_before": before.get("correct_by_problem"),
         "zero_gradient_steps": sampling["zero_gradient_steps"] / max(1, sampling["steps"]),
         # TRL's frac_reward_zero_std is the share of groups with equal rewards, except under
         # scale_rewards: batch, where it says whether the whole batch's rewards were equal.
@@ -382,6 +384,11 @@ def summarize(sweep: Sweep, results: dict[str, dict[int, dict[str, Any]]]) -> di
                 )
             },
         }
+        if all(r.get("correct_before") for r in runs.values()):
+            row["grpo_change"] = pooled_paired_difference(
+                {s: r["correct"] for s, r in runs.items()},
+                {s: r["correct_before"] for s, r in runs.items()},
+            )
         if value.name != reference and results.get(reference):
             paired = pooled_paired_difference(
                 {s: r["correct"] for s, r in runs.items()},
@@ -407,6 +414,17 @@ def _percent(value: float | None, signed: bool = False) -> str:
     return "—" if value is None else f"{value:+.1%}" if signed else f"{value:.1%}"
 
 
+def _change(paired: dict[str, float] | None) -> str:
+    """A pooled paired change with its interval, or a dash.
+
+    >>> _change({"difference": 0.12, "low": 0.05, "high": 0.19}), _change(None)
+    ('+12.0% [+5.0%, +19.0%]', '—')
+    """
+    if not paired:
+        return "—"
+    return f"{paired['difference']:+.1%} [{paired['low']:+.1%}, {paired['high']:+.1%}]"
+
+
 def _grpo_seconds(row: dict[str, Any]) -> float:
     """Seconds of GRPO steps: training time less a warm-up (runs measured before the warm-up existed have
     only their training time, which was all GRPO)."""
@@ -423,6 +441,7 @@ def markdown(table: dict[str, Any]) -> str:
         "s/step",
         "held-out accuracy [95 %]",
         f"vs {table['reference']} [paired 95 %]",
+        "GRPO's own change [paired 95 %]",
         "zero-gradient steps",
         "all-equal groups",
         "mean length",
@@ -455,6 +474,7 @@ def markdown(table: dict[str, Any]) -> str:
             f"{_grpo_seconds(row) / max(1, row['steps']):.1f}",
             f"{row['accuracy']:.1%} [{row['interval'][0]:.1%}, {row['interval'][1]:.1%}]",
             difference,
+            _change(row.get("grpo_change")),
             _percent(row["zero_gradient_steps"]),
             _percent(row["zero_variance_groups"]),
             "—" if row["mean_completion_length"] is None else f"{row['mean_completion_length']:.1f}",

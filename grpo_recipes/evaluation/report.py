@@ -30,6 +30,7 @@ RUN_FILES = (
     "summary.json",
     "run_info.json",
     "resolved_recipe.yaml",
+    "eval_base.json",
     "eval_before.json",
     "eval_after.json",
 )
@@ -313,22 +314,102 @@ def describe_paired_change(
     )
 
 
-def before_after_table(
-    before: dict[str, Any] | None, after: dict[str, Any] | None, comparison: dict[str, Any] | None = None
-) -> str:
-    """Held-out greedy accuracy before and after training, with 95 % Wilson intervals.
+#: The held-out evaluations of a run, in order: (file stem and summary key, name with a warm-up, without).
+STAGES = (
+    ("base", "base model", None),
+    ("before", "after the warm-up", "base model"),
+    ("after", "after GRPO", "after GRPO"),
+)
+#: The paired changes between them: (summary key, what changed, the evaluation it starts from, it ends at).
+CHANGES = (
+    ("warmup_comparison", "warm-up", "base", "before"),
+    ("comparison", "GRPO", "before", "after"),
+    ("overall_comparison", "in all", "base", "after"),
+)
 
-    `comparison` (`train._paired_before_after`): the change's paired 95 % interval and the problems each
-    model alone solves.
+
+def stage_rows(summary: dict[str, Any]) -> list[tuple[str, str, dict[str, Any] | None]]:
+    """(key, name, result) of each held-out evaluation a run makes: the base model, the model after the warm-up
+    (in a run with one) and after GRPO. A run without a warm-up starts GRPO from the base model itself.
+
+    >>> result = {"accuracy": 0.5, "ci_low": 0.4, "ci_high": 0.6, "correct": 50, "total": 100}
+    >>> [name for _, name, _ in stage_rows({"base": None, "before": result, "after": result})]
+    ['base model', 'after GRPO']
+    >>> [name for _, name, _ in stage_rows({"base": result, "before": result, "after": None})]
+    ['base model', 'after the warm-up', 'after GRPO']
     """
-    lines = [
-        "held-out greedy accuracy (95 % interval)",
-        f"  before: {format_accuracy(before)}",
-        f"  after:  {format_accuracy(after)}",
-    ]
-    if before and after:
-        change = describe_paired_change(before["accuracy"], after["accuracy"], comparison, "after")
-        lines.append(f"  change: {change}")
+    warmed_up = summary.get("base") is not None
+    rows = []
+    for key, with_warmup, without in STAGES:
+        name = with_warmup if warmed_up else without
+        if name is not None:
+            rows.append((key, name, summary.get(key)))
+    return rows
+
+
+def change_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
+    """(what changed, the paired change) between consecutive evaluations, and over the run with a warm-up.
+
+    >>> def r(correct): return {"accuracy": correct / 100, "correct": correct, "total": 100}
+    >>> paired = {"low": 0.05, "high": 0.15, "solved_by_model_only": 12, "solved_by_base_only": 2}
+    >>> change_rows({"base": None, "before": r(40), "after": r(50), "comparison": paired})
+    [('GRPO', '+10.0 points [+5.0, +15.0] (paired 95 % interval); solved only after: 12, only before: 2')]
+    """
+    rows = []
+    for key, name, first, then in CHANGES:
+        start, end = summary.get(first), summary.get(then)
+        if start is not None and end is not None:
+            rows.append(
+                (name, describe_paired_change(start["accuracy"], end["accuracy"], summary.get(key), "after"))
+            )
+    return rows
+
+
+def zero_gradient_line(sampling: dict[str, Any]) -> str:
+    """How many GRPO steps had no gradient at all (every group's rewards equal), and dynamic sampling's counts.
+
+    >>> zero_gradient_line({"steps": 60, "zero_gradient_steps": 9})
+    'GRPO steps with zero gradient: 9 of 60 (15 %)'
+    """
+    steps, zero = sampling["steps"], sampling["zero_gradient_steps"]
+    line = f"GRPO steps with zero gradient: {zero} of {steps} ({100 * zero / max(1, steps):.0f} %)"
+    if "groups_generated" in sampling:
+        line += (
+            f"; dynamic sampling kept {sampling['groups_kept']} of {sampling['groups_generated']} groups "
+            f"generated ({sampling['extra_rounds']} extra rounds)"
+        )
+    return line
+
+
+def stages_table(summary: dict[str, Any]) -> str:
+    """The end of a run: held-out accuracy at each stage, each stage's paired change, zero-gradient steps.
+
+    >>> def r(correct): return {"accuracy": correct / 200, "ci_low": 0, "ci_high": 1, "correct": correct, "total": 200}
+    >>> print(stages_table({"base": r(94), "before": r(117), "after": r(170), "sampling": {"steps": 60,
+    ...     "zero_gradient_steps": 6}}))
+    held-out greedy accuracy on 200 problems (95 % interval)
+      base model:         47.0 % [0.0, 100.0] (94/200)
+      after the warm-up:  58.5 % [0.0, 100.0] (117/200)
+      after GRPO:         85.0 % [0.0, 100.0] (170/200)
+    changes on the same problems
+      warm-up: +11.5 points
+      GRPO:    +26.5 points
+      in all:  +38.0 points
+    GRPO steps with zero gradient: 6 of 60 (10 %)
+    """
+    stages = stage_rows(summary)
+    total = next((result["total"] for _, _, result in stages if result), None)
+    lines = [f"held-out greedy accuracy on {total} problems (95 % interval)"] if total else []
+    if total:
+        width = max(len(name) for _, name, _ in stages) + 2
+        lines += [f"  {name + ':':<{width}} {format_accuracy(result)}" for _, name, result in stages]
+        changes = change_rows(summary)
+        if changes:
+            lines.append("changes on the same problems")
+            width = max(len(name) for name, _ in changes) + 2
+            lines += [f"  {name + ':':<{width}}{change}" for name, change in changes]
+    if summary.get("sampling"):
+        lines.append(zero_gradient_line(summary["sampling"]))
     return "\n".join(lines)
 
 
@@ -389,6 +470,8 @@ class RunFolder:
     run_info: dict[str, Any] | None = None
     recipe: dict[str, Any] | None = None
     recipe_header: dict[str, str] = field(default_factory=dict)
+    base: dict[str, Any] | None = None
+    """The base model's evaluation in a run with a warm-up (eval_base.json); `before` is then the warmed-up model's."""
     before: dict[str, Any] | None = None
     after: dict[str, Any] | None = None
     before_samples: list[dict[str, Any]] | None = None
@@ -448,7 +531,9 @@ def read_run(run_dir: str | Path) -> RunFolder:
         and after_file.stat().st_mtime < history_file.stat().st_mtime
     ):
         run.after = None  # an earlier run's: this one has not evaluated its trained model (yet)
+    run.base = _read_json(path / "eval_base.json")
     if run.summary is not None:  # a finished run says which evaluations it made (none with evaluation off)
+        run.base = run.base if run.summary.get("base") is not None else None
         run.before = run.before if run.summary.get("before") is not None else None
         run.after = run.after if run.summary.get("after") is not None else None
     # The samples of an evaluation shown (an earlier run's are left out with its result).
@@ -717,24 +802,25 @@ def render_report_md(run: RunFolder, pictures: list[str]) -> str:
         ]
         lines += markdown_table(["metric", f"first {covered}", f"last {covered}", "change"], rows) + [""]
 
-    if run.before or run.after:
+    if run.base or run.before or run.after:
         lines += ["## Held-out accuracy (greedy, 95 % Wilson interval)", ""]
-        table = []
-        for when, result, name in (
-            ("before", run.before, "eval_before.json"),
-            ("after", run.after, "eval_after.json"),
-        ):
-            if result:
-                table.append([when, format_accuracy(result), f"[{name}]({name})"])
-            else:
-                table.append([when, "not evaluated", "-"])
+        stages = {"base": run.base, "before": run.before, "after": run.after}
+        table = [
+            [name, format_accuracy(result), f"[eval_{key}.json](eval_{key}.json)"]
+            if result
+            else [name, "not evaluated", "-"]
+            for key, name, result in stage_rows(stages)
+        ]
         lines += markdown_table(["", "accuracy", "details"], table)
-        if run.before and run.after:
-            paired = (run.summary or {}).get("comparison")  # the same problems before and after
-            change = describe_paired_change(
-                run.before["accuracy"], run.after["accuracy"], paired, "after training"
-            )
-            lines += ["", f"Change: {change}."]
+        comparisons = {key: (run.summary or {}).get(key) for key, *_ in CHANGES}  # paired: the same problems
+        changes = change_rows(stages | comparisons)
+        if changes:
+            lines += [
+                "",
+                *markdown_table(["paired change", "on the same problems"], [list(c) for c in changes]),
+            ]
+        if run.summary and run.summary.get("sampling"):
+            lines += ["", zero_gradient_line(run.summary["sampling"]) + "."]
         lines.append("")
 
     lines += _tool_lines(run)

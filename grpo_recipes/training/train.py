@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import platform
 import re
@@ -26,7 +27,7 @@ from typing import Any
 import yaml
 
 from ..data import load_splits, peek_columns
-from ..evaluation.report import before_after_table, format_accuracy, sampling_summary, write_report
+from ..evaluation.report import format_accuracy, sampling_summary, stages_table, write_report
 from ..launch.preflight import preflight
 from ..recipe import Recipe, RecipeError, check_columns, trainer_fields
 from ..reward_stack import RewardStack
@@ -152,15 +153,65 @@ def check(recipe: Recipe, load_data: bool = True, log=print) -> None:
         log(f"columns used: {column_types(recipe, rows[0])}")
         _check_solution_type(recipe, rows[0]["solution"])
         if recipe.uses_tools:
-            _check_tools(recipe, splits.train, log)
+            _check_tools(recipe, warmup_rows(recipe, splits), log)
         elif recipe.warmup is not None:
-            _log_first_demonstration(recipe, rows, log)
+            _log_first_demonstration(recipe, warmup_rows(recipe, splits), log)
+    for warning in pool_warnings(recipe, config):
+        log(f"warning: {warning}")
     log(f"rewards: {', '.join(f'{s.name} (weight {s.weight})' for s in recipe.rewards)}")
     for spec, reward in zip(recipe.rewards, recipe.reward_functions, strict=True):
         if reward.origin:
             log(f"  {spec.name}: from {reward.origin}")
     log(f"batch: {batch_arithmetic(config, 1)}")
     log(f"{recipe.source}: OK")
+
+
+def warmup_rows(recipe: Recipe, splits) -> Any:
+    """The rows the warm-up's demonstrations are built from: those generated apart for it where the recipe
+    has them (`dataset.generator.warmup_size`), else the training rows (of the curriculum's first level)."""
+    if splits.warmup is not None:
+        return splits.warmup
+    return splits.train if recipe.curriculum is None else splits.level_rows(recipe.curriculum.start)
+
+
+def pool_warnings(recipe: Recipe, config) -> list[str]:
+    """One line per way the recipe's GRPO rows defeat their purpose: a warm-up that shows the very rows GRPO
+    then trains on (their groups come back all right, with no gradient), or a generated task whose training
+    params allow fewer distinct problems than the run draws (it repeats them, and can memorise them).
+
+    Counted for one process: under several, each optimizer step draws that many times more prompts.
+    """
+    warnings = []
+    gen = recipe.dataset.generator
+    if recipe.warmup is not None and (gen is None or not gen.warmup_size):
+        fix = (
+            "set dataset.generator.warmup_size to generate its rows apart"
+            if gen is not None
+            else "hold the demonstrations out of the training data"
+        )
+        warnings.append(
+            f"the warm-up's demonstrations are GRPO's own training rows ({recipe.warmup.examples} "
+            f"demonstrations): GRPO then samples problems the model was shown, whose groups come back all "
+            f"right and teach nothing; {fix}."
+        )
+    if gen is not None and recipe.curriculum is None:
+        from ..tasks import GENERATORS
+
+        prompts = config.per_device_train_batch_size * config.gradient_accumulation_steps
+        drawn = config.max_steps * prompts // config.num_generations
+        params = gen.training_params()
+        space = GENERATORS[gen.name].capacity(**params)
+        if not gen.train_params:
+            space -= gen.eval_size  # the held-out problems are never training rows
+        if space < drawn:
+            warnings.append(
+                f"the generator's training problems number {space} (dataset.generator.params"
+                + (" with train_params" if gen.train_params else "")
+                + f"), fewer than the {drawn} prompts the run draws ({config.max_steps} steps x "
+                f"{prompts // config.num_generations} prompts): it sees problems again and can memorise "
+                "them; widen the params (train_params) or train fewer steps."
+            )
+    return warnings
 
 
 #: What the rewards read as the row's solution: text, a number, or structured data (lists, mappings).
@@ -309,10 +360,14 @@ def train(
     splits = load_splits(recipe)
     rank_log(splits.describe())
     rank_log(f"batch: {batch_arithmetic(config, state.num_processes)}")
+    for warning in pool_warnings(recipe, config):
+        rank_log(f"warning: {warning}")
     if main:
         _record_run_start(out, recipe, state.num_processes, str(state.device), last)
 
     # 3. Model, rewards, trainer; the held-out evaluation runs before training from a trainer callback.
+    from accelerate.utils import is_peft_model
+
     from ..models import add_adapter, load_model, load_tokenizer, lora_config
     from ..toolset import Toolset, check_tool_template
     from .trainer import RecipeGRPOTrainer
@@ -329,16 +384,27 @@ def train(
         model = add_adapter(model, peft_config, zero3, seed=int(recipe.trainer.get("seed", 0)))
         peft_config = None
     warmup_seconds = 0.0
+    held_out = HeldOutEvaluation(recipe, splits.eval, tokenizer, out, rank_log)
+    if recipe.warmup is not None and not last and held_out.enabled and not is_peft_model(model):
+        # A warm-up of all weights leaves no base model to evaluate later (with LoRA, the adapter is turned
+        # off for it): it is evaluated here, on every process, each on all the rows.
+        held_out.results["base"] = evaluate_unwrapped(
+            recipe, model, tokenizer, splits.eval, out, main, rank_log
+        )
     if recipe.warmup is not None and not last:  # a resumed run's checkpoint holds the warmed-up weights
-        rows = splits.train if recipe.curriculum is None else splits.level_rows(recipe.curriculum.start)
-        warmup = run_warmup(recipe, model, tokenizer, rows, toolset, rank_log)
+        warmup = run_warmup(recipe, model, tokenizer, warmup_rows(recipe, splits), toolset, rank_log)
         warmup_seconds = warmup["seconds"]
         if main:
             _update_json(out / "run_info.json", {"warmup": warmup})
-    held_out = HeldOutEvaluation(recipe, splits.eval, tokenizer, out, rank_log)
     callbacks = [step_log_callback(log, config.max_steps)]
     if held_out.enabled:
-        callbacks.append(_before_training_callback(lambda: held_out.run("before", reuse_saved=bool(last))))
+
+        def evaluate_before() -> None:
+            if recipe.warmup is not None:  # the base model too: what the warm-up itself added
+                held_out.run("base", reuse_saved=bool(last))
+            held_out.run("before", reuse_saved=bool(last))
+
+        callbacks.append(_before_training_callback(evaluate_before))
     if time_limit_minutes is not None:  # after the before-evaluation, so that the limit counts training only
         # The warm-up is training: it counts against the limit.
         callbacks.append(_time_limit_callback(time_limit_minutes * 60 - warmup_seconds, log))
@@ -399,15 +465,19 @@ def train(
     if main:
         _update_json(out / "run_info.json", ended)
     state.wait_for_everyone()
-    before, after = held_out.results["before"], held_out.results["after"]
+    base, before, after = (held_out.results[when] for when in ("base", "before", "after"))
     summary = {
         "recipe": recipe.source,
         "global_step": trainer.state.global_step,
         "train_seconds": round(train_seconds, 1),
         "warmup_seconds": warmup_seconds,
+        "base": base,
         "before": before,
         "after": after,
-        "comparison": _paired_before_after(out, recipe) if main and before and after else None,
+        # GRPO's own change (after against before); with a warm-up, the warm-up's and the two together.
+        "comparison": _paired(out, recipe, "before", "after") if main and before and after else None,
+        "warmup_comparison": _paired(out, recipe, "base", "before") if main and base and before else None,
+        "overall_comparison": _paired(out, recipe, "base", "after") if main and base and after else None,
         "sampling": sampling_summary(trainer.state.log_history),
     }
     if curriculum is not None:
@@ -469,10 +539,12 @@ class HeldOutEvaluation:
     def __init__(self, recipe: Recipe, rows, tokenizer, out: Path, log) -> None:
         self.recipe, self.rows, self.tokenizer, self.out, self.log = recipe, rows, tokenizer, out, log
         self.enabled = recipe.evaluation.enabled and rows is not None
-        self.results: dict[str, Any] = {"before": None, "after": None}
+        self.results: dict[str, Any] = {"base": None, "before": None, "after": None}
         self.trainer = None
 
     def run(self, when: str, reuse_saved: bool) -> None:
+        """Evaluate now and keep the result as `when`: "base" (the adapter turned off: the model before the
+        warm-up), "before" (GRPO's starting point) or "after"."""
         from accelerate.utils import broadcast_object_list
 
         from ..evaluation.evaluate import greedy_accuracy
@@ -484,42 +556,68 @@ class HeldOutEvaluation:
             if self.trainer.accelerator.is_main_process:
                 self.results[when] = json.loads(saved.read_text())
                 self.log(
-                    f"held-out accuracy {when} training (from the earlier run): {format_accuracy(self.results[when])}"
+                    f"held-out accuracy of the {STAGE_NAMES[when]} (from the earlier run): "
+                    f"{format_accuracy(self.results[when])}"
                 )
             return
-        model_name = (
-            "trained" if when == "after" else "warmed-up" if self.recipe.warmup is not None else "base"
-        )
-        self.log(f"evaluating the {model_name} model on {len(self.rows)} held-out prompts (greedy) ...")
-        accuracy = greedy_accuracy(
-            self.trainer.model_wrapped,
-            self.tokenizer,
-            self.rows,
-            self.recipe,
-            log=self.log,
-            accelerator=self.trainer.accelerator,
-            samples_path=self.out / f"eval_{when}_samples.jsonl",
-        )
+        if when == "base" and self.results["base"] is not None:  # evaluated before a full-weight warm-up
+            return
+        model_name = STAGE_NAMES["base" if when == "before" and self.recipe.warmup is None else when]
+        self.log(f"evaluating the {model_name} on {len(self.rows)} held-out prompts (greedy) ...")
+        with _adapter_off(self.trainer) if when == "base" else contextlib.nullcontext():
+            accuracy = greedy_accuracy(
+                self.trainer.model_wrapped,
+                self.tokenizer,
+                self.rows,
+                self.recipe,
+                log=self.log,
+                accelerator=self.trainer.accelerator,
+                samples_path=self.out / f"eval_{when}_samples.jsonl",
+            )
         self.results[when] = accuracy.to_dict()
         if self.trainer.accelerator.is_main_process:
             _write_json(saved, self.results[when])
-        self.log(f"held-out accuracy {when} training: {format_accuracy(self.results[when])}")
+        self.log(f"held-out accuracy of the {model_name}: {format_accuracy(self.results[when])}")
+
+
+#: What each evaluation of a run measures; "before" is the base model itself in a run without a warm-up.
+STAGE_NAMES = {"base": "base model", "before": "warmed-up model", "after": "trained model"}
+
+
+@contextlib.contextmanager
+def _adapter_off(trainer):
+    """The base model for the block: the LoRA adapter turned off (PEFT's `disable_adapter`)."""
+    with trainer.accelerator.unwrap_model(trainer.model).disable_adapter():
+        yield
+
+
+def evaluate_unwrapped(recipe: Recipe, model, tokenizer, rows, out: Path, main: bool, log) -> dict[str, Any]:
+    """The base model's held-out accuracy before a warm-up of all weights, before any trainer wraps the
+    model: every process generates for every row (ZeRO-3's partitioned weights gathered)."""
+    from ..evaluation.evaluate import greedy_accuracy
+    from .warmup import full_weights
+
+    log(f"evaluating the base model on {len(rows)} held-out prompts (greedy) ...")
+    with full_weights(model):
+        result = greedy_accuracy(
+            model,
+            tokenizer,
+            rows,
+            recipe,
+            log=log,
+            samples_path=out / "eval_base_samples.jsonl" if main else None,
+        ).to_dict()
+    if main:
+        _write_json(out / "eval_base.json", result)
+    log(f"held-out accuracy of the base model: {format_accuracy(result)}")
+    return result
 
 
 def _log_run_end(
     summary: dict[str, Any], out: Path, recipe: Recipe, distribution: dict[str, Any], log
 ) -> None:
-    """The end of a run on the console: zero-gradient steps, before/after, where the files are, what next."""
-    counts = summary["sampling"]
-    kept = (
-        f"; dynamic sampling kept {counts['groups_kept']} of {counts['groups_generated']} groups generated "
-        f"({counts['extra_rounds']} extra rounds)"
-        if "groups_generated" in counts
-        else ""
-    )
-    log(f"steps with zero gradient: {counts['zero_gradient_steps']} of {counts['steps']}{kept}")
-    if summary["before"] or summary["after"]:
-        log(before_after_table(summary["before"], summary["after"], summary["comparison"]))
+    """The end of a run on the console: where the files are, what next; then the held-out accuracy of each
+    stage with its paired change, and the share of GRPO steps with zero gradient, as the last lines."""
     log(
         f"outputs in {out}/: model, resolved_recipe.yaml, run_info.json, log_history.json, "
         f"report.md, report.png, reward_curve.png (again: python scripts/report.py {out})"
@@ -529,6 +627,7 @@ def _log_run_end(
         how = "ZeRO-3" if distribution["zero_stage"] == 3 else "FSDP"
         log(f"trained with {how}: {out} holds the gathered model; evaluate it from there (command below)")
     log(f"evaluate it (SAMPLES=8 for pass@8 and maj@8): {eval_command(recipe, out)}")
+    log(stages_table(summary))
 
 
 def eval_command(recipe: Recipe, out: Path) -> str:
@@ -539,12 +638,13 @@ def eval_command(recipe: Recipe, out: Path) -> str:
     return f"python scripts/evaluate.py --config {path} --model {out}"
 
 
-def _paired_before_after(out: Path, recipe: Recipe) -> dict[str, Any] | None:
-    """make compare's paired comparison of the before and after evaluations' samples (same problems)."""
+def _paired(out: Path, recipe: Recipe, first: str, then: str) -> dict[str, Any] | None:
+    """make compare's paired comparison of two evaluations' samples (`eval_<first>_samples.jsonl` against
+    `eval_<then>_samples.jsonl`, the same problems)."""
     from ..evaluation.evaluate import read_samples
     from ..evaluation.metrics import compare
 
-    paths = [out / f"eval_{when}_samples.jsonl" for when in ("before", "after")]
+    paths = [out / f"eval_{when}_samples.jsonl" for when in (first, then)]
     if not all(path.is_file() for path in paths):  # resumed from a run that predates the samples files
         return None
     result = compare(*map(read_samples, paths), votes=recipe.evaluation_function.reads_answers)

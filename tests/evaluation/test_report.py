@@ -16,7 +16,6 @@ from grpo_recipes.evaluation.report import (
     REPORT_MD,
     REPORT_PNG,
     RunFolderError,
-    before_after_table,
     moving_average,
     plot_reward_curve,
     read_run,
@@ -24,6 +23,7 @@ from grpo_recipes.evaluation.report import (
     reward_series,
     select_panels,
     smoothing_window,
+    stages_table,
     write_report,
 )
 
@@ -139,9 +139,10 @@ def test_report_of_a_hand_made_run_folder(tmp_path):
     # First and last 10 % = 3 steps: rewards 1/30..3/30 and 28/30..30/30.
     assert "Means over the first and the last 3 of the 30 logged steps" in text
     assert "| `reward` | 0.067 | 0.967 | +0.900 |" in text
-    assert "| before | 25.0 % [20.0, 30.0] (50/200) | [eval_before.json](eval_before.json) |" in text
-    assert "| after | 40.0 % [33.0, 47.0] (80/200) | [eval_after.json](eval_after.json) |" in text
-    assert "Change: +15.0 points." in text
+    # No warm-up: GRPO's starting point is the base model itself.
+    assert "| base model | 25.0 % [20.0, 30.0] (50/200) | [eval_before.json](eval_before.json) |" in text
+    assert "| after GRPO | 40.0 % [33.0, 47.0] (80/200) | [eval_after.json](eval_after.json) |" in text
+    assert "| GRPO | +15.0 points |" in text and "GRPO steps with zero gradient: 1 of 30 (3 %)." in text
     assert "| trl | 1.16.0 |" in text
     links = linked_files(text)
     assert REPORT_PNG in links and "reward_curve.png" in links
@@ -157,7 +158,7 @@ def test_a_stopped_run_shows_no_stale_summary_or_after_evaluation(tmp_path):
     assert folder.summary is None and folder.after is None and folder.before is not None
     text = (write_report(run)[-1]).read_text()
     assert "- steps: 40 of max_steps=30 (no summary.json for these steps" in text
-    assert "| after | not evaluated | - |" in text and "eval_after.json" not in text
+    assert "| after GRPO | not evaluated | - |" in text and "eval_after.json" not in text
     assert "- wall time of training: 1 min 01 s" in text  # from the trainer's own train_runtime
     # Interrupted: no train_runtime either; the steps' own times add up.
     (run / "log_history.json").write_text(json.dumps(history(steps=40, step_time=3.0)[:-1]))
@@ -189,7 +190,7 @@ def test_a_missing_empty_or_broken_run_folder_is_one_clear_error(tmp_path):
     assert result.returncode == 2
     assert result.stderr.splitlines() == [
         f"error: {tmp_path / 'empty'}: holds none of the files a run writes (log_history.json, summary.json, "
-        "run_info.json, resolved_recipe.yaml, eval_before.json, eval_after.json)"
+        "run_info.json, resolved_recipe.yaml, eval_base.json, eval_before.json, eval_after.json)"
     ]
     assert not (tmp_path / "empty" / REPORT_MD).exists()
 
@@ -281,8 +282,8 @@ def test_report_from_a_real_run_and_regenerated_by_the_script(tiny_run):
 def test_report_table_and_curve(tmp_path):
     before = {"accuracy": 0.25, "ci_low": 0.2, "ci_high": 0.3, "correct": 50, "total": 200}
     after = {"accuracy": 0.40, "ci_low": 0.33, "ci_high": 0.47, "correct": 80, "total": 200}
-    table = before_after_table(before, after)
-    assert "25.0 % [20.0, 30.0] (50/200)" in table and "+15.0 points" in table
+    table = stages_table({"base": None, "before": before, "after": after})
+    assert "  base model:  25.0 % [20.0, 30.0] (50/200)" in table and "  GRPO: +15.0 points" in table
     history = [{"step": i, "reward": i / 10, "zero_variance_groups": 0.5} for i in range(1, 8)] + [
         {"step": 7}
     ]

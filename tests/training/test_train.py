@@ -58,6 +58,17 @@ def test_two_steps_write_a_complete_output_directory(tiny_model, tmp_path):
     assert (
         "(paired 95 % interval)" in log and f"scripts/evaluate.py --config {recipe} --model {out}" in log
     ), log[-2500:]
+    # The run ends with the held-out accuracy of each stage, GRPO's paired change and its zero-gradient steps.
+    before, after = (json.loads((out / f"eval_{when}.json").read_text()) for when in ("before", "after"))
+    tail = result.stdout.strip().splitlines()[-6:]
+    assert tail[0] == "held-out greedy accuracy on 8 problems (95 % interval)", tail
+    assert tail[1].startswith("  base model:") and tail[1].endswith(f"({before['correct']}/8)")
+    assert tail[2].startswith("  after GRPO:") and tail[2].endswith(f"({after['correct']}/8)")
+    assert tail[3] == "changes on the same problems"
+    assert tail[4].startswith("  GRPO:") and "(paired 95 % interval)" in tail[4]
+    zero = summary["sampling"]["zero_gradient_steps"]
+    assert tail[5].startswith(f"GRPO steps with zero gradient: {zero} of 2 (")
+    assert summary["base"] is None and summary["warmup_comparison"] is None  # no warm-up: GRPO from the base
 
     # The saved model reloads and generates.
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -103,6 +114,7 @@ def test_a_warm_up_trains_the_lora_adapter_that_grpo_goes_on_with(tiny_model, tm
     out = tmp_path / "run"
     data = tiny_recipe(tiny_model, out, save_steps=1)
     data["model"]["lora"] = {"r": 4, "alpha": 8, "target_modules": "all-linear"}
+    data["dataset"]["generator"]["warmup_size"] = 4  # demonstrations apart from GRPO's rows
     data["warmup"] = {
         "answer": "{question} = {answer}",
         "examples": 4,
@@ -115,15 +127,70 @@ def test_a_warm_up_trains_the_lora_adapter_that_grpo_goes_on_with(tiny_model, tm
     assert first.returncode == 0, first.stderr[-3000:]
     log = first.stdout + first.stderr
     assert "first warm-up demonstration" not in log  # that line is --check's
+    assert "64 training rows, 8 held-out rows, 4 rows apart for the warm-up's demonstrations" in log
     assert (
         "warm-up: 4 demonstrations, 6 supervised steps (batch 4, learning rate 0.01) on the LoRA adapter"
         in log
     )
-    assert "evaluating the warmed-up model on 8 held-out prompts" in log
+    assert log.index("evaluating the base model on 8 held-out prompts") < log.index(
+        "evaluating the warmed-up model on 8 held-out prompts"
+    )
     info = json.loads((out / "run_info.json").read_text())["warmup"]
     assert info["steps"] == 6 and info["last_loss"] < info["first_loss"]  # the same 4 examples, learnt
     summary = json.loads((out / "summary.json").read_text())
     assert summary["warmup_seconds"] == info["seconds"] > 0
+
+    # Three evaluations on the same problems, the paired change of each stage, all in the last lines.
+    results = {
+        when: json.loads((out / f"eval_{when}.json").read_text()) for when in ("base", "before", "after")
+    }
+    assert all(summary[when] == results[when] for when in results)
+    tail = first.stdout.strip().splitlines()[-9:]
+    assert tail[0] == "held-out greedy accuracy on 8 problems (95 % interval)", tail
+    for line, (name, when) in zip(
+        tail[1:4],
+        [("base model", "base"), ("after the warm-up", "before"), ("after GRPO", "after")],
+        strict=True,
+    ):
+        assert line.startswith(f"  {name}:") and line.endswith(f"({results[when]['correct']}/8)"), line
+    assert tail[4] == "changes on the same problems"
+    for line, name, key in zip(
+        tail[5:8],
+        ("warm-up", "GRPO", "in all"),
+        ("warmup_comparison", "comparison", "overall_comparison"),
+        strict=True,
+    ):
+        assert line.startswith(f"  {name}:") and summary[key] is not None, line
+        assert f"{100 * summary[key]['difference']:+.1f} points" in line
+    assert tail[8].startswith("GRPO steps with zero gradient: ")
+    # The warm-up changed the adapter's greedy answers: the base and the warmed-up model differ on a problem.
+    base_samples, warm_samples = (
+        [
+            json.loads(line)["completion"]
+            for line in (out / f"eval_{when}_samples.jsonl").read_text().splitlines()
+        ]
+        for when in ("base", "before")
+    )
+    assert base_samples != warm_samples
+    report = (out / "report.md").read_text()
+    assert "| base model | " in report and "| after the warm-up | " in report and "| after GRPO | " in report
+    assert "| warm-up | " in report and "| in all | " in report
+
+    # The base evaluation is the base model's own: make eval of the tiny model gives the same completions.
+    evaluated = run_script(
+        "evaluate.py",
+        "--config",
+        str(recipe),
+        "--model",
+        str(tiny_model),
+        "--output-dir",
+        str(tmp_path / "base-eval"),
+        "--backend",
+        "transformers",
+    )
+    assert evaluated.returncode == 0, evaluated.stderr[-3000:]
+    samples = (tmp_path / "base-eval" / "samples.jsonl").read_text().splitlines()
+    assert [json.loads(line)["completion"] for line in samples] == base_samples
 
     # One adapter, saved as the run's model: a fresh adapter's B matrices are zero, and the tiny model's
     # all-wrong groups give GRPO no gradient, so a non-zero B is the warm-up's, carried through the trainer.
