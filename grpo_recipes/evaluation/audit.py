@@ -77,7 +77,7 @@ def recipe_data(recipe: Recipe, limit: int | None = None) -> list[tuple[str, lis
 
     >>> from grpo_recipes.recipe import load_recipe
     >>> [(what, len(rows)) for what, rows in recipe_data(load_recipe("recipes/default.yaml", check_trainer=False))]
-    [('rows of dataset.generator arithmetic (163 training + 200 held-out)', 363)]
+    [('rows of dataset.generator arithmetic (131 training + 200 held-out)', 331)]
     """
     spec = recipe.dataset
     if spec.generator is not None:

@@ -12,7 +12,7 @@ from transformers.utils import get_json_schema
 
 from grpo_recipes.agents import get_tool
 from grpo_recipes.agents.demonstrations import demonstration
-from grpo_recipes.data import build_prompt, generated_rows
+from grpo_recipes.data import build_prompt, generated_rows, generated_splits
 from grpo_recipes.recipe import RecipeError, load_recipe
 from grpo_recipes.toolset import Toolset
 from grpo_recipes.training.warmup import IGNORE, demonstrations, tokenize_demonstration
@@ -196,10 +196,10 @@ def test_the_default_recipes_warm_up_is_the_answer_alone_and_earns_its_own_rewar
 
     recipe = load_recipe(DEFAULT, check_trainer=False)
     assert recipe.warmup is not None and recipe.warmup.calls == [] and not recipe.uses_tools
-    train, _ = generated_rows(recipe.dataset)
-    rows = [{**row, "prompt": build_prompt(row, recipe.prompt), "solution": row["answer"]} for row in train]
+    shown = generated_splits(recipe.dataset).warmup  # the rows apart for it, never GRPO's
+    rows = [{**row, "prompt": build_prompt(row, recipe.prompt), "solution": row["answer"]} for row in shown]
     demos = demonstrations(recipe, rows, Toolset.for_recipe(recipe))
-    assert len(demos) == recipe.warmup.examples == len(rows)  # each training row once
+    assert len(demos) == recipe.warmup.examples == len(rows)  # each row once
     answers = [demo["completion"] for demo in demos]
     assert all(len(turns) == 1 and turns[0]["role"] == "assistant" for turns in answers)
     texts = [turns[0]["content"] for turns in answers]
@@ -210,7 +210,7 @@ def test_the_default_recipes_warm_up_is_the_answer_alone_and_earns_its_own_rewar
             assert text == f"{a} - {b} = -({b} - {a}) = {row['answer']}"
         else:
             assert text == f"{row['question']} = {row['answer']}"
-    assert sum(row["answer"].startswith("-") for row in rows) > 10
+    assert sum(row["answer"].startswith("-") for row in rows) >= 10
     reward = RewardStack.for_recipe(recipe).functions[0]
     scores = reward(
         prompts=[row["prompt"] for row in rows],

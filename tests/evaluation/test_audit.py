@@ -284,10 +284,10 @@ def test_script_without_data_audits_the_generated_rows_of_the_default_recipe():
     result = run_script("audit_rewards.py", "--config", "default")
     assert result.returncode == 0, result.stderr
     assert (
-        "reward audit of recipe default on rows of dataset.generator arithmetic (163 training + 200 held-out)"
+        "reward audit of recipe default on rows of dataset.generator arithmetic (131 training + 200 held-out)"
         in result.stdout
     )
-    assert re.search(r"ideal full marks +363 \(100\.0 %\)", result.stdout)
+    assert re.search(r"ideal full marks +331 \(100\.0 %\)", result.stdout)
     assert "gsm8k" not in result.stdout
 
 

@@ -69,13 +69,16 @@ def check_run(out, log, dist: str, gen: str, lora: str) -> dict:
     assert info["versions"]["trl"] and info["versions"]["deepspeed"] != "not installed"
     assert "[rank 0 of 2]" in log and "[rank 1 of 2]" in log
 
-    # Evaluation ran on both ranks, 2 of the 4 held-out prompts each, and the results were gathered.
-    assert (
-        log.count("evaluated 4 problems (2 on this process)") == 2
-    )  # the main rank's line, before and after
+    # Evaluation ran on both ranks, 2 of the 4 held-out prompts each, and the results were gathered: the main
+    # rank's line before and after GRPO, and for the base model in a run with a warm-up, with the LoRA adapter
+    # turned off; a warm-up of all weights has the base model evaluated before it, each rank on all 4.
+    warmed_up = "warmup" in info
+    sharded = 2 + (warmed_up and lora == "on")
+    assert log.count("evaluated 4 problems (2 on this process)") == sharded, log[-3000:]
+    assert ("evaluated 4 problems (4 on this process)" in log) == (warmed_up and lora == "off")
     if dist.startswith("zero3"):
         assert f"trained with ZeRO-3: {out} holds the gathered model" in log
-    for name in ("eval_before.json", "eval_after.json"):
+    for name in ("eval_base.json",) * warmed_up + ("eval_before.json", "eval_after.json"):
         result = json.loads((out / name).read_text())
         assert result["total"] == 4 and len(result["examples"]) == 4
 

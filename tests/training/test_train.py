@@ -205,7 +205,12 @@ def test_a_warm_up_trains_the_lora_adapter_that_grpo_goes_on_with(tiny_model, tm
     # Resumed from its checkpoint, the run skips the warm-up: the checkpoint's adapter holds it.
     second = run_script("train.py", "--config", str(recipe), "trainer.max_steps=3")
     assert second.returncode == 0, second.stderr[-3000:]
-    assert f"Resuming from {out / 'checkpoint-2'}" in second.stdout and "warm-up:" not in second.stdout
+    assert (
+        f"Resuming from {out / 'checkpoint-2'}" in second.stdout
+        and "warm-up: 4 demonstrations" not in second.stdout
+    )
+    # Its evaluations before GRPO are the first run's, read back: the base model's among them.
+    assert "held-out accuracy of the base model (from the earlier run)" in second.stdout
     assert json.loads((out / "summary.json").read_text())["global_step"] == 3
 
 

@@ -122,5 +122,4 @@ def test_make_check_prints_the_warning():
     result = run_script("train.py", "--config", str(DEFAULT), "--check", *WARM_UP_ON_TRAINING_ROWS)
     assert result.returncode == 0, result.stderr[-2000:]
     assert "warning: the warm-up's demonstrations are GRPO's own training rows" in result.stdout
-    shipped = run_script("train.py", "--config", str(DEFAULT), "--check")
-    assert shipped.returncode == 0 and "warning:" not in shipped.stdout, shipped.stdout[-2000:]
+    assert result.stdout.count("warning:") == 1  # 163 problems outnumber the 60 prompts 30 steps draw
