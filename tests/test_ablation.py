@@ -201,12 +201,15 @@ def test_tiny_sweep_writes_its_files_and_resumes_without_redoing_finished_runs(t
     assert paired == expected
     assert (root / "tiny-trainer.learning_rate" / "sweep.png").stat().st_size > 0
     assert "| 5e-4 | 1 | 2 | " in (root / "tiny-trainer.learning_rate" / "sweep.md").read_text()
-    assert "[1/2]" in first.stdout and "held-out accuracy after training" in first.stdout
+    assert "[1/2]" in first.stdout and "held-out accuracy of the trained model" in first.stdout
 
     # Again: nothing trains. Then one run's results are lost (as if interrupted): only that one runs again.
     kept = {f: (f / "summary.json").stat().st_mtime for f in folders}
     again = ablate(*args)
-    assert again.stdout.count(": finished earlier (") == 2 and "held-out accuracy after" not in again.stdout
+    assert (
+        again.stdout.count(": finished earlier (") == 2
+        and "held-out accuracy of the trained model" not in again.stdout
+    )
     assert {f: (f / "summary.json").stat().st_mtime for f in folders} == kept
     (folders[1] / "summary.json").unlink()
     third = ablate(*args)
