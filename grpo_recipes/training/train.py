@@ -550,19 +550,22 @@ class HeldOutEvaluation:
         from ..evaluation.evaluate import greedy_accuracy
 
         saved = self.out / f"eval_{when}.json"
+        model_name = STAGE_NAMES["base" if when == "before" and self.recipe.warmup is None else when]
         reuse = [reuse_saved and saved.is_file()]  # the main process decides, so every rank agrees
         broadcast_object_list(reuse)
         if reuse[0]:
             if self.trainer.accelerator.is_main_process:
                 self.results[when] = json.loads(saved.read_text())
                 self.log(
-                    f"held-out accuracy of the {STAGE_NAMES[when]} (from the earlier run): "
+                    f"held-out accuracy of the {model_name} (from the earlier run): "
                     f"{format_accuracy(self.results[when])}"
                 )
             return
         if when == "base" and self.results["base"] is not None:  # evaluated before a full-weight warm-up
             return
-        model_name = STAGE_NAMES["base" if when == "before" and self.recipe.warmup is None else when]
+        if when == "base" and not _has_adapter(self.trainer):  # all weights trained, none saved: no base left
+            self.log("the base model is not evaluated: a resumed run whose warm-up trained all weights")
+            return
         self.log(f"evaluating the {model_name} on {len(self.rows)} held-out prompts (greedy) ...")
         with _adapter_off(self.trainer) if when == "base" else contextlib.nullcontext():
             accuracy = greedy_accuracy(
@@ -582,6 +585,12 @@ class HeldOutEvaluation:
 
 #: What each evaluation of a run measures; "before" is the base model itself in a run without a warm-up.
 STAGE_NAMES = {"base": "base model", "before": "warmed-up model", "after": "trained model"}
+
+
+def _has_adapter(trainer) -> bool:
+    from accelerate.utils import is_peft_model
+
+    return is_peft_model(trainer.accelerator.unwrap_model(trainer.model))
 
 
 @contextlib.contextmanager
