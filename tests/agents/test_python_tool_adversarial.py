@@ -165,7 +165,9 @@ BASE_SITE_PACKAGES = os.path.join(sys.base_prefix, "lib", f"python3.{sys.version
     [
         str(REPO / "README.md"),
         str(REPO / "recipes"),
-        str(REPO.parent),
+        # The repository's parent, unless it is /tmp, which the sandbox has as its own scratch folder: then the
+        # repository folder itself, which is not there.
+        str(REPO.parent) if REPO.parent != Path("/tmp") else str(REPO),
         "/root/.cache",
         "/etc/shadow",
         sys.prefix,
