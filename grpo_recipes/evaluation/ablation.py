@@ -461,11 +461,7 @@ def markdown(table: dict[str, Any]) -> str:
             lines.append(f"| {row['value']} | 0 |" + " — |" * (len(header) - 2))
             continue
         paired = row.get("paired_difference")
-        difference = (
-            f"{paired['difference']:+.1%} [{paired['low']:+.1%}, {paired['high']:+.1%}] {row['verdict']}"
-            if paired
-            else "reference"
-        )
+        difference = f"{_change(paired)} {row['verdict']}" if paired else "reference"
         cells = [
             row["value"],
             str(row["runs"]),

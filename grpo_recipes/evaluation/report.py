@@ -819,8 +819,6 @@ def render_report_md(run: RunFolder, pictures: list[str]) -> str:
                 "",
                 *markdown_table(["paired change", "on the same problems"], [list(c) for c in changes]),
             ]
-        if run.summary and run.summary.get("sampling"):
-            lines += ["", zero_gradient_line(run.summary["sampling"]) + "."]
         lines.append("")
 
     lines += _tool_lines(run)

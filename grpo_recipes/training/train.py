@@ -465,19 +465,14 @@ def train(
     if main:
         _update_json(out / "run_info.json", ended)
     state.wait_for_everyone()
-    base, before, after = (held_out.results[when] for when in ("base", "before", "after"))
     summary = {
         "recipe": recipe.source,
         "global_step": trainer.state.global_step,
         "train_seconds": round(train_seconds, 1),
         "warmup_seconds": warmup_seconds,
-        "base": base,
-        "before": before,
-        "after": after,
+        **held_out.results,  # base (with a warm-up), before and after
         # GRPO's own change (after against before); with a warm-up, the warm-up's and the two together.
-        "comparison": _paired(out, recipe, "before", "after") if main and before and after else None,
-        "warmup_comparison": _paired(out, recipe, "base", "before") if main and base and before else None,
-        "overall_comparison": _paired(out, recipe, "base", "after") if main and base and after else None,
+        **_paired_changes(out, recipe, held_out.results if main else {}),
         "sampling": sampling_summary(trainer.state.log_history),
     }
     if curriculum is not None:
@@ -647,19 +642,30 @@ def eval_command(recipe: Recipe, out: Path) -> str:
     return f"python scripts/evaluate.py --config {path} --model {out}"
 
 
-def _paired(out: Path, recipe: Recipe, first: str, then: str) -> dict[str, Any] | None:
-    """make compare's paired comparison of two evaluations' samples (`eval_<first>_samples.jsonl` against
-    `eval_<then>_samples.jsonl`, the same problems)."""
+def _paired_changes(out: Path, recipe: Recipe, results: dict[str, Any]) -> dict[str, dict[str, Any] | None]:
+    """make compare's paired comparison of each pair of evaluations in `report.CHANGES` (the same problems), by
+    its summary key; None where either evaluation was not made, or has no samples file (a resumed run that
+    predates them). Each samples file is read once."""
     from ..evaluation.evaluate import read_samples
     from ..evaluation.metrics import compare
+    from ..evaluation.report import CHANGES
 
-    paths = [out / f"eval_{when}_samples.jsonl" for when in (first, then)]
-    if not all(path.is_file() for path in paths):  # resumed from a run that predates the samples files
-        return None
-    result = compare(*map(read_samples, paths), votes=recipe.evaluation_function.reads_answers)
-    row = next(r for r in result["metrics"] if r["metric"] == "pass@1")
-    return {key: value for key, value in result.items() if key != "metrics"} | {
-        "difference": row["difference"],
-        "low": row["low"],
-        "high": row["high"],
-    }
+    samples = {}
+    for when, result in results.items():
+        path = out / f"eval_{when}_samples.jsonl"
+        if result is not None and path.is_file():
+            samples[when] = read_samples(path)
+    votes = recipe.evaluation_function.reads_answers
+    changes: dict[str, dict[str, Any] | None] = {}
+    for key, _, first, then in CHANGES:
+        if first not in samples or then not in samples:
+            changes[key] = None
+            continue
+        result = compare(samples[first], samples[then], votes=votes)
+        row = next(r for r in result["metrics"] if r["metric"] == "pass@1")
+        changes[key] = {name: value for name, value in result.items() if name != "metrics"} | {
+            "difference": row["difference"],
+            "low": row["low"],
+            "high": row["high"],
+        }
+    return changes

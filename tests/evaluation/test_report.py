@@ -142,7 +142,7 @@ def test_report_of_a_hand_made_run_folder(tmp_path):
     # No warm-up: GRPO's starting point is the base model itself.
     assert "| base model | 25.0 % [20.0, 30.0] (50/200) | [eval_before.json](eval_before.json) |" in text
     assert "| after GRPO | 40.0 % [33.0, 47.0] (80/200) | [eval_after.json](eval_after.json) |" in text
-    assert "| GRPO | +15.0 points |" in text and "GRPO steps with zero gradient: 1 of 30 (3 %)." in text
+    assert "| GRPO | +15.0 points |" in text and text.count("steps with zero gradient: 1 of 30") == 1
     assert "| trl | 1.16.0 |" in text
     links = linked_files(text)
     assert REPORT_PNG in links and "reward_curve.png" in links
