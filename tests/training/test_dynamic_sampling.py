@@ -208,10 +208,12 @@ def _real_run(tmp_path, processes: int) -> list[dict]:
         "--config",
         "default",
         "--no-resume",
+        "warmup=null",  # the base model: its groups mix right and wrong answers without one
         "sampling.dynamic=true",
         "sampling.max_rounds=3",
         "trainer.max_steps=2",
         f"trainer.per_device_train_batch_size={per_device}",
+        "trainer.num_generations=4",
         "trainer.max_completion_length=16",
         "trainer.save_steps=100",
         f"trainer.output_dir={out}",
