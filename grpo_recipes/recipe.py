@@ -1,4 +1,5 @@
-"""The recipe: one YAML file that pairs a dataset, a model and reward functions with GRPO settings.
+"""The recipe: one YAML file that pairs a dataset, a model and reward functions with GRPO settings, or, with a
+`teacher:` section, a teacher model that the model learns from by on-policy distillation.
 
 This module owns the recipe's schema, its loading, its command-line overrides and its validation. Everything
 here runs before any model or dataset loads, so a typo costs a second, not a GPU allocation.
@@ -59,6 +60,11 @@ def _at(source: str, prefix: str = "") -> Iterator[None]:
 # Schema. Each section is a dataclass; its fields are the allowed keys, their types are checked on load
 # (by rewards.typecheck, which also checks reward params, generator params and the trainer section).
 # --------------------------------------------------------------------------------------------------------
+
+
+TrainerKind = Literal["grpo", "distillation"]
+#: The TRL config class each trainer kind reads the recipe's `trainer` section into.
+TRAINER_CONFIGS: dict[str, str] = {"grpo": "GRPOConfig", "distillation": "DistillationConfig"}
 
 
 @dataclass
@@ -203,6 +209,43 @@ class WarmupSpec:
 
 
 @dataclass
+class TeacherSpec:
+    """The model the student learns from by on-policy distillation (TRL's DistillationTrainer): the student
+    samples, the teacher scores every token of the sample, and the loss is a per-token divergence between the
+    two next-token distributions (`divergence`). A recipe with a teacher trains on no reward: its `rewards`
+    judge answers (the held-out evaluation, the audit) and are logged, never optimised.
+
+    The teacher reads the student's own token ids, so it must share the student's tokenizer; there is no
+    chat template of its own.
+
+    >>> TeacherSpec(name_or_path="outputs/code-cpu", build="make train RECIPE=code-cpu").dtype
+    'auto'
+    """
+
+    name_or_path: str
+    """A Hub id, a model folder, or a LoRA adapter folder (merged into the base model it names)."""
+    revision: str | None = None
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
+    trust_remote_code: bool = False
+    divergence: Literal["reverse_kl", "forward_kl", "jsd"] | float = "reverse_kl"
+    """reverse_kl (mode-seeking: the student is penalised where it puts mass the teacher does not), forward_kl
+    (mass-covering), jsd, or a number between 0 (forward) and 1 (reverse): TRL's DistillationConfig `beta`,
+    set here because GRPO's `trainer.beta` (a KL penalty) means something else."""
+    build: str | None = None
+    """The command that makes a local teacher (a training run of this repository): named when it is missing."""
+
+    @property
+    def beta(self) -> float:
+        """DistillationConfig's `beta` for `divergence`.
+
+        >>> TeacherSpec("t").beta, TeacherSpec("t", divergence="forward_kl").beta, TeacherSpec("t", divergence=0.25).beta
+        (1.0, 0.0, 0.25)
+        """
+        named = {"reverse_kl": 1.0, "forward_kl": 0.0, "jsd": 0.5}
+        return named[self.divergence] if isinstance(self.divergence, str) else float(self.divergence)
+
+
+@dataclass
 class SamplingSpec:
     """Which groups an optimizer step trains on (grpo_recipes.training.dynamic_sampling)."""
 
@@ -276,7 +319,7 @@ class Recipe:
     prompt: PromptSpec
     rewards: list[RewardSpec]
     trainer: dict[str, Any] = field(default_factory=dict)
-    """Passed to TRL's GRPOConfig: any of its fields; unknown ones are an error."""
+    """Passed to TRL's GRPOConfig (DistillationConfig with a `teacher`): any of its fields; unknown ones are an error."""
     sampling: SamplingSpec = field(default_factory=SamplingSpec)
     curriculum: CurriculumSpec | None = None
     """A difficulty curriculum over the levels of `dataset.generator`'s params (none: the params stay)."""
@@ -286,6 +329,8 @@ class Recipe:
     """Tools the model may call during a rollout (multi-turn; trainer.max_tool_calling_iterations bounds the turns)."""
     environment: EnvironmentSpec | None = None
     warmup: WarmupSpec | None = None
+    teacher: TeacherSpec | None = None
+    """On-policy distillation from this model instead of GRPO on the rewards (see `TeacherSpec`)."""
     description: str = ""
     name: str = field(default="", init=False)
     """Set from the file name; not a key in the file."""
@@ -307,6 +352,11 @@ class Recipe:
         for not_in_file in ("name", "source", "path", "base_dir"):
             data.pop(not_in_file)
         return data
+
+    @property
+    def trainer_kind(self) -> TrainerKind:
+        """Which TRL trainer the recipe selects: "distillation" with a `teacher`, else "grpo"."""
+        return "distillation" if self.teacher is not None else "grpo"
 
     @property
     def uses_tools(self) -> bool:
@@ -656,6 +706,45 @@ def _check_model(recipe: Recipe, source: str, base_dir: Path | None) -> None:
     is missing, not a Hub id: ``models/Other-Model`` is refused instead of being sent to the Hub.
     """
     value = recipe.model.name_or_path
+    hint = " (`make model` builds the local SmolLM2-135M-Instruct)" if "SmolLM2" in value else ""
+    recipe.model.name_or_path = _model_location(value, source, "model.name_or_path", base_dir, hint)
+
+
+def _check_teacher(recipe: Recipe, source: str, base_dir: Path | None) -> None:
+    """The teacher is found as the model is (a folder or a Hub id; a missing one names its `build` command),
+    and the recipe uses nothing that TRL's DistillationTrainer does not run."""
+    teacher = recipe.teacher
+    if teacher is None:
+        return
+    hint = f" (build it first: {teacher.build})" if teacher.build else ""
+    teacher.name_or_path = _model_location(
+        teacher.name_or_path, source, "teacher.name_or_path", base_dir, hint
+    )
+    if not 0.0 <= teacher.beta <= 1.0:
+        raise RecipeError(
+            source,
+            "teacher.divergence",
+            f"reverse_kl, forward_kl, jsd or a number from 0 (forward KL) to 1 (reverse KL), got {teacher.divergence}.",
+        )
+    unsupported = [
+        ("tools", bool(recipe.tools)),
+        ("environment", recipe.environment is not None),
+        ("curriculum", recipe.curriculum is not None),
+        ("sampling.dynamic", recipe.sampling.dynamic),
+    ]
+    for key, used in unsupported:
+        if used:
+            raise RecipeError(
+                source,
+                key,
+                "not with a teacher: distillation samples one completion a prompt and trains on no reward "
+                f"(remove {key}, or the teacher section for GRPO).",
+            )
+
+
+def _model_location(value: str, source: str, key: str, base_dir: Path | None, hint: str = "") -> str:
+    """Where the model `value` is: a local folder (next to the recipe first, then from the working directory)
+    with a config.json or an adapter_config.json, or `value` itself when it is shaped like a Hub id."""
     path = Path(value).expanduser()
     places = (
         [Path(os.path.normpath(base_dir / path))] if base_dir is not None and not path.is_absolute() else []
@@ -665,14 +754,13 @@ def _check_model(recipe: Recipe, source: str, base_dir: Path | None) -> None:
             if not any((place / name).is_file() for name in ("config.json", "adapter_config.json")):
                 raise RecipeError(
                     source,
-                    "model.name_or_path",
-                    f"{place} is a folder without a config.json: not a model (give a Hub id, or a folder "
-                    "that save_pretrained wrote).",
+                    key,
+                    f"{place} is a folder without a config.json: not a model{hint} (give a Hub id, or a "
+                    "folder that save_pretrained wrote).",
                 )
-            recipe.model.name_or_path = str(place)
-            return
+            return str(place)
         if place.exists():
-            raise RecipeError(source, "model.name_or_path", f"{place} is a file, not a model folder.")
+            raise RecipeError(source, key, f"{place} is a file, not a model folder.")
     first = value.split("/")[0]
     local = (
         value.startswith((".", "/", "~"))
@@ -680,13 +768,13 @@ def _check_model(recipe: Recipe, source: str, base_dir: Path | None) -> None:
         or ("/" in value and Path(first).is_dir())
     )
     if local:
-        hint = " (`make model` builds the local SmolLM2-135M-Instruct)" if "SmolLM2" in value else ""
         looked = ", ".join(str(place) for place in [*places, path])
         raise RecipeError(
             source,
-            "model.name_or_path",
+            key,
             f"no model folder at {looked}{hint}; give an existing folder or a Hub id such as 'Qwen/Qwen2.5-0.5B'.",
         )
+    return value
 
 
 def _check_dataset(recipe: Recipe, source: str, base_dir: Path | None) -> None:
@@ -767,6 +855,7 @@ _SECTIONS: dict[str, type] = {
     "curriculum": CurriculumSpec,
     "evaluation": EvaluationSpec,
     "audit": AuditSpec,
+    "teacher": TeacherSpec,
 }
 _NESTED_SECTIONS: dict[str, type] = {"model.lora": LoraSpec, "dataset.generator": GeneratorSpec}
 # `warmup` and `environment` are left out: their keys (learning_rate, max_steps, params) are named after the
@@ -779,12 +868,13 @@ def _check_key_places(data: Any, source: str, check_trainer: bool) -> None:
     `seed` at the top level: "unknown key 'seed' at the top level. Did you mean trainer.seed?" Keys that
     are unknown everywhere are left to the type check, which suggests the closest spelling in place.
     The trainer's keys are known only with `check_trainer` (that imports trl); a key elsewhere that is a
-    GRPOConfig field imports it anyway, as that is the error path.
+    field of the trainer kind's config imports it anyway, as that is the error path.
     """
     if not isinstance(data, dict):
         return
     places = {**_SECTIONS, **_NESTED_SECTIONS}
     allowed = {place: list(dataclass_fields(cls)[0]) for place, cls in places.items()}
+    kind = "distillation" if data.get("teacher") is not None else "grpo"
 
     def section(place: str) -> Any:
         node: Any = data
@@ -797,7 +887,12 @@ def _check_key_places(data: Any, source: str, check_trainer: bool) -> None:
         mapping = section(place)
         if not isinstance(mapping, dict):
             continue
-        here = trainer_fields() if place == "trainer" else allowed[place]
+        # A trainer key of the other trainer kind's config is left to _check_trainer, which says so.
+        here = (
+            [*trainer_fields("grpo"), *trainer_fields("distillation")]
+            if place == "trainer"
+            else allowed[place]
+        )
         folded_here = {name.casefold() for name in here}
         for key in mapping:
             if not isinstance(key, str) or key.casefold() in folded_here:
@@ -806,7 +901,7 @@ def _check_key_places(data: Any, source: str, check_trainer: bool) -> None:
                 f"{other}.{name}"
                 for other in [*_SECTIONS, "trainer", *_NESTED_SECTIONS]
                 if other != place
-                for name in (trainer_fields() if other == "trainer" else allowed[other])
+                for name in (trainer_fields(kind) if other == "trainer" else allowed[other])
                 if other and name.casefold() == key.casefold()
             ]
             if others:
@@ -815,18 +910,51 @@ def _check_key_places(data: Any, source: str, check_trainer: bool) -> None:
 
 
 @functools.cache
-def trainer_fields() -> dict[str, Any]:
-    """The keys allowed in a recipe's `trainer` section, with their annotations: TRL's GRPOConfig fields."""
-    from trl import GRPOConfig  # imported here: trl pulls in torch, which plain parsing does not need
+def trainer_fields(kind: TrainerKind = "grpo") -> dict[str, Any]:
+    """The keys allowed in a recipe's `trainer` section, with their annotations: the fields of TRL's config for
+    the trainer `kind` (GRPOConfig, or DistillationConfig for a recipe with a teacher)."""
+    import trl  # imported here: trl pulls in torch, which plain parsing does not need
 
-    return dataclass_fields(GRPOConfig)[0]
+    return dataclass_fields(getattr(trl, TRAINER_CONFIGS[kind]))[0]
 
 
 def _check_trainer(recipe: Recipe, source: str) -> None:
-    # Every value against its GRPOConfig annotation, so a mistake names its key here rather than surfacing
-    # from inside GRPOConfig as a bare TypeError. The list of ~190 fields is too long to print.
+    """Each key one the trainer kind's config has (a key of the other kind's is named as such), each value
+    against its annotation, so a mistake names its key here rather than surfacing from inside TRL's config as
+    a bare TypeError. The list of ~190 fields is too long to print."""
+    kind = recipe.trainer_kind
+    other: TrainerKind = "grpo" if kind == "distillation" else "distillation"
+    fields = trainer_fields(kind)
+    for key in recipe.trainer:
+        if not isinstance(key, str):
+            continue
+        if kind == "distillation" and key == "beta":
+            raise RecipeError(
+                source,
+                "trainer.beta",
+                "with a teacher, DistillationConfig's beta picks the divergence, where GRPO's beta weighs a KL "
+                "penalty: set teacher.divergence (reverse_kl, forward_kl, jsd) instead.",
+            )
+        if key.startswith("teacher_model"):
+            raise RecipeError(
+                source,
+                f"trainer.{key}",
+                "the teacher is set in the recipe's `teacher:` section (name_or_path, revision, dtype), not here.",
+            )
+        if key not in fields and key in trainer_fields(other):
+            why = (
+                "a recipe with a teacher trains with TRL's DistillationTrainer (one completion a prompt, the "
+                "teacher's per-token divergence as the loss, no reward)"
+                if kind == "distillation"
+                else "only a recipe with a `teacher:` section trains with it"
+            )
+            raise RecipeError(
+                source,
+                f"trainer.{key}",
+                f"a {TRAINER_CONFIGS[other]} setting, not one of {TRAINER_CONFIGS[kind]}: {why}.",
+            )
     with _at(source):
-        recipe.trainer = check_mapping(recipe.trainer, trainer_fields(), "trainer", list_allowed=False)
+        recipe.trainer = check_mapping(recipe.trainer, fields, "trainer", list_allowed=False)
 
 
 def check_columns(recipe: Recipe, columns: list[str], held_out: bool = False) -> None:
@@ -870,6 +998,7 @@ def parse_recipe(
         recipe = check_value(data, Recipe)
     recipe.name, recipe.source, recipe.base_dir = name, source, base_dir
     _check_model(recipe, source, base_dir)
+    _check_teacher(recipe, source, base_dir)
     _check_dataset(recipe, source, base_dir)
     _check_prompt(recipe, source)
     if not 0 <= recipe.sampling.max_rounds <= 64:

@@ -116,3 +116,20 @@ def tiny_recipe(model: Path, output_dir: Path, **trainer) -> dict:
             **trainer,
         },
     }
+
+
+def stand_in_teacher(path: Path, overrides: list[str] | None = None) -> list[str]:
+    """Overrides that let a distillation recipe load where its teacher, a run of this repository, is not built:
+    the student stands in for it (the same tokenizer). None for other recipes, or where the teacher is here."""
+    from grpo_recipes.recipe import read_recipe_data
+
+    data = read_recipe_data(Path(path), list(overrides or []))
+    teacher = data.get("teacher")
+    if not isinstance(teacher, dict):
+        return []
+    local = Path(path).parent / teacher["name_or_path"], REPO / teacher["name_or_path"]
+    if "/" in teacher["name_or_path"] and not teacher["name_or_path"].startswith(("outputs/", "./", "/")):
+        return []  # a Hub id: checked as one
+    if any((place / "config.json").is_file() or (place / "adapter_config.json").is_file() for place in local):
+        return []
+    return [f"teacher.name_or_path={data['model']['name_or_path']}"]

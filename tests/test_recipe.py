@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from support import MINIMAL, REPO, SHARED_DATA, write_recipe
+from support import MINIMAL, REPO, SHARED_DATA, stand_in_teacher, write_recipe
 
 from grpo_recipes.data import build_prompt, load_splits, peek_columns
 from grpo_recipes.evaluation.audit import audit
@@ -21,7 +21,7 @@ from grpo_recipes.recipe import (
     template_placeholders,
 )
 from grpo_recipes.reward_stack import RewardStack
-from grpo_recipes.training.train import check, grpo_config
+from grpo_recipes.training.train import check, trainer_config
 
 RECIPES = sorted((REPO / "recipes").glob("*.yaml"))
 
@@ -265,12 +265,12 @@ def test_grpo_config_errors_name_the_key_they_are_about(tmp_path):
     data = with_change(lambda d: d.update(trainer={"per_device_train_batch_size": 3, "num_generations": 2}))
     recipe = load_recipe(write_recipe(tmp_path / "r.yaml", data))
     with pytest.raises(RecipeError, match=r"r.yaml: trainer.num_generations: .*divisible by num_generations"):
-        grpo_config(recipe)
+        trainer_config(recipe)
     # An enum spelled wrong passes the `SchedulerType | str` annotation; GRPOConfig's error quotes the value.
     data = with_change(lambda d: d.update(trainer={"seed": 1, "lr_scheduler_type": "cosin"}))
     recipe = load_recipe(write_recipe(tmp_path / "r.yaml", data))
     with pytest.raises(RecipeError, match=r"trainer.lr_scheduler_type: cosin is not a valid SchedulerType"):
-        grpo_config(recipe)
+        trainer_config(recipe)
 
 
 def test_held_out_data_with_a_missing_column_is_named(tmp_path):
@@ -370,7 +370,7 @@ def offline_data(path: Path) -> list[str]:
 
     Skips the test, after validating the schema and the trainer settings, when no local copy is here.
     """
-    recipe = load_recipe(path)
+    recipe = load_recipe(path, stand_in_teacher(path))
     if recipe.dataset.path is None or Path(recipe.dataset.path).exists():
         return []
     name = LOCAL_COPIES.get(recipe.dataset.path)
@@ -393,7 +393,7 @@ def test_every_recipe_validates_and_dry_runs(path, capsys, monkeypatch):
 
     # A tool recipe's check loads its tokenizer: a Hub model's fails at once here instead of retrying the network.
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
-    recipe = load_recipe(path, offline_data(path))
+    recipe = load_recipe(path, [*stand_in_teacher(path), *offline_data(path)])
     check(recipe, load_data=True)
     out = capsys.readouterr().out
     assert "first prompt:" in out and out.rstrip().endswith("OK")
@@ -406,7 +406,7 @@ def test_every_recipe_trains_one_step_on_a_tiny_model(path, tiny_model, tmp_path
     a few rows of its data and short completions; GPU-only settings (vLLM, bf16) off on this CPU."""
     from grpo_recipes.training.train import train
 
-    recipe = load_recipe(path)
+    recipe = load_recipe(path, stand_in_teacher(path))
     sample = (
         ["dataset.generator.train_size=8", "dataset.generator.eval_size=2"]
         if recipe.dataset.generator is not None
@@ -422,7 +422,9 @@ def test_every_recipe_trains_one_step_on_a_tiny_model(path, tiny_model, tmp_path
         "trainer.max_steps=1",
         "trainer.per_device_train_batch_size=2",
         "trainer.gradient_accumulation_steps=1",
-        "trainer.num_generations=2",
+        # A distillation recipe: the tiny model teaches itself, one sample a prompt.
+        *([f"teacher.name_or_path={tiny_model}", "teacher.dtype=float32"] if recipe.teacher else []),
+        *(["trainer.num_generations=2"] if recipe.teacher is None else []),
         "trainer.max_completion_length=8",
         "trainer.use_vllm=false",
         "trainer.bf16=false",
@@ -434,7 +436,7 @@ def test_every_recipe_trains_one_step_on_a_tiny_model(path, tiny_model, tmp_path
     assert summary["global_step"] == 1
     history = json.loads((tmp_path / "run" / "log_history.json").read_text())
     step = next(h for h in history if "reward" in h)
-    for spec in load_recipe(path).rewards:  # every reward of the recipe scored the step's completions
+    for spec in recipe.rewards:  # every reward of the recipe scored the step's completions
         assert any(key.startswith(f"rewards/{spec.name}") for key in step), sorted(step)
 
 

@@ -33,6 +33,7 @@ RUN_FILES = (
     "eval_base.json",
     "eval_before.json",
     "eval_after.json",
+    "eval_teacher.json",
 )
 
 # The report page: panels in a grid of this many columns, each panel this many inches; pixels = inches x DPI.
@@ -118,6 +119,8 @@ def select_panels(log_history: list[dict[str, Any]]) -> list[Panel]:
     components = sorted(k for k in keys if k.startswith("rewards/") and k.endswith("/mean"))
     clip = sorted(k for k in keys if k.startswith("clip_ratio/") and k.endswith("_mean"))
     candidates = [
+        # A distillation run's loss: trained on, where its logged rewards are only measured.
+        Panel("per-token divergence to the teacher", "loss", (("divergence", "divergence"),)),
         Panel("total reward", "mean reward (weighted sum)", (("reward", "reward"),)),
         Panel(
             "reward components",
@@ -294,7 +297,11 @@ def format_change(difference: float, low: float, high: float) -> str:
 
 
 def describe_paired_change(
-    before: float, after: float, comparison: dict[str, Any] | None, after_name: str
+    before: float,
+    after: float,
+    comparison: dict[str, Any] | None,
+    after_name: str,
+    before_name: str = "before",
 ) -> str:
     """The before/after change, with its paired interval and who alone solves what when `comparison`
     (`metrics.compare`'s figures for the greedy verdicts) is given.
@@ -310,7 +317,7 @@ def describe_paired_change(
     return (
         f"{format_change(after - before, comparison['low'], comparison['high'])} (paired 95 % interval); "
         f"solved only {after_name}: {comparison['solved_by_model_only']}, "
-        f"only before: {comparison['solved_by_base_only']}"
+        f"only {before_name}: {comparison['solved_by_base_only']}"
     )
 
 
@@ -325,7 +332,13 @@ CHANGES = (
     ("warmup_comparison", "warm-up", "base", "before"),
     ("comparison", "GRPO", "before", "after"),
     ("overall_comparison", "in all", "base", "after"),
+    ("teacher_comparison", "student against the teacher", "teacher", "after"),
 )
+
+
+def method_name(summary: dict[str, Any]) -> str:
+    """What trained the model after the warm-up: "GRPO", or "distillation" for a run with a teacher."""
+    return "distillation" if summary.get("trainer") == "distillation" else "GRPO"
 
 
 def stage_rows(summary: dict[str, Any]) -> list[tuple[str, str, dict[str, Any] | None]]:
@@ -343,7 +356,9 @@ def stage_rows(summary: dict[str, Any]) -> list[tuple[str, str, dict[str, Any] |
     for key, with_warmup, without in STAGES:
         name = with_warmup if warmed_up else without
         if name is not None:
-            rows.append((key, name, summary.get(key)))
+            rows.append((key, name.replace("GRPO", method_name(summary)), summary.get(key)))
+    if summary.get("teacher") is not None:
+        rows.append(("teacher", "teacher", summary["teacher"]))
     return rows
 
 
@@ -359,9 +374,11 @@ def change_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
     for key, name, first, then in CHANGES:
         start, end = summary.get(first), summary.get(then)
         if start is not None and end is not None:
-            rows.append(
-                (name, describe_paired_change(start["accuracy"], end["accuracy"], summary.get(key), "after"))
+            names = (
+                ("by the student", "by the teacher") if key == "teacher_comparison" else ("after", "before")
             )
+            change = describe_paired_change(start["accuracy"], end["accuracy"], summary.get(key), *names)
+            rows.append((name.replace("GRPO", method_name(summary)), change))
     return rows
 
 
@@ -408,7 +425,11 @@ def stages_table(summary: dict[str, Any]) -> str:
             lines.append("changes on the same problems")
             width = max(len(name) for name, _ in changes) + 2
             lines += [f"  {name + ':':<{width}}{change}" for name, change in changes]
-    if summary.get("sampling"):
+    if summary.get("teacher_gain_recovered") is not None:
+        lines.append(
+            f"share of the teacher's gain recovered: {100 * summary['teacher_gain_recovered']:.0f} %"
+        )
+    if summary.get("sampling") and method_name(summary) == "GRPO":  # every distilled token has a gradient
         lines.append(zero_gradient_line(summary["sampling"]))
     return "\n".join(lines)
 
@@ -474,6 +495,8 @@ class RunFolder:
     """The base model's evaluation in a run with a warm-up (eval_base.json); `before` is then the warmed-up model's."""
     before: dict[str, Any] | None = None
     after: dict[str, Any] | None = None
+    teacher: dict[str, Any] | None = None
+    """A distillation run's teacher on the same problems (eval_teacher.json)."""
     before_samples: list[dict[str, Any]] | None = None
     after_samples: list[dict[str, Any]] | None = None
     """The before/after evaluations' samples (eval_before_samples.jsonl, eval_after_samples.jsonl)."""
@@ -532,8 +555,10 @@ def read_run(run_dir: str | Path) -> RunFolder:
     ):
         run.after = None  # an earlier run's: this one has not evaluated its trained model (yet)
     run.base = _read_json(path / "eval_base.json")
+    run.teacher = _read_json(path / "eval_teacher.json")
     if run.summary is not None:  # a finished run says which evaluations it made (none with evaluation off)
         run.base = run.base if run.summary.get("base") is not None else None
+        run.teacher = run.teacher if run.summary.get("teacher") is not None else None
         run.before = run.before if run.summary.get("before") is not None else None
         run.after = run.after if run.summary.get("after") is not None else None
     # The samples of an evaluation shown (an earlier run's are left out with its result).
@@ -787,6 +812,11 @@ def _tool_rate_change(run: RunFolder, figures: dict[str, dict[str, Any]]) -> str
     return f"{100 * (after - before):+.1f} points"
 
 
+def run_method(run: RunFolder) -> str:
+    """What trained the run's model ("GRPO" or "distillation"), from its resolved recipe."""
+    return method_name({"trainer": "distillation" if (run.recipe or {}).get("teacher") else "grpo"})
+
+
 def render_report_md(run: RunFolder, pictures: list[str]) -> str:
     """The text of report.md; it links only files that exist in the run folder (`pictures` among them)."""
     lines = [f"# Run report: {run.path.name}", ""]
@@ -804,7 +834,8 @@ def render_report_md(run: RunFolder, pictures: list[str]) -> str:
 
     if run.base or run.before or run.after:
         lines += ["## Held-out accuracy (greedy, 95 % Wilson interval)", ""]
-        stages = {"base": run.base, "before": run.before, "after": run.after}
+        stages = {"base": run.base, "before": run.before, "after": run.after, "teacher": run.teacher}
+        stages["trainer"] = "distillation" if run_method(run) == "distillation" else "grpo"
         table = [
             [name, format_accuracy(result), f"[eval_{key}.json](eval_{key}.json)"]
             if result
@@ -857,7 +888,7 @@ def write_report(run_dir: str | Path) -> list[Path]:
     run = read_run(run_dir)
     written = []
     for name, plot, title in (
-        (REPORT_PNG, plot_report, f"{run.path.name}: GRPO training"),
+        (REPORT_PNG, plot_report, f"{run.path.name}: {run_method(run)} training"),
         (REWARD_CURVE_PNG, plot_reward_curve, f"{run.path.name}: reward"),
     ):
         path = plot(run.log_history, run.path / name, title=title)

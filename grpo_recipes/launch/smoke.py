@@ -30,7 +30,7 @@ import sys
 from pathlib import Path
 
 from ..ports import free_port
-from ..recipe import LOCAL_DATA_SUFFIXES, Recipe, RecipeError, load_recipe
+from ..recipe import LOCAL_DATA_SUFFIXES, Recipe, RecipeError, load_recipe, read_recipe_data
 
 REPO = Path(__file__).resolve().parents[2]
 DISTRIBUTIONS = {
@@ -105,8 +105,10 @@ def smoke_overrides(
     lora: str = "recipe",
     processes: int = 2,
     warmup: bool = False,
+    teacher: str | Path | None = None,
 ):
-    """The recipe overrides of a smoke run (see the module docstring); `warmup`: the recipe has a warm-up.
+    """The recipe overrides of a smoke run (see the module docstring); `warmup`: the recipe has a warm-up;
+    `teacher`: the tiny teacher of a distillation recipe (which has no GRPO group settings).
 
     >>> [o for o in smoke_overrides("/tmp/tiny", "/tmp/out", "hf", warmup=True) if o.startswith("warmup.")]
     ['warmup.examples=4', 'warmup.max_steps=2', 'warmup.per_device_train_batch_size=2']
@@ -122,11 +124,18 @@ def smoke_overrides(
         "evaluation.max_new_tokens=8",
         f"trainer.output_dir={out}",
         "trainer.max_steps=2",
-        f"trainer.per_device_train_batch_size={max(1, 4 // processes)}",  # one group of 4 per step
+        # One group of 4 per step; distillation: 4 prompts, one sample each.
+        f"trainer.per_device_train_batch_size={max(1, 4 // processes)}",
         "trainer.gradient_accumulation_steps=1",
-        "trainer.num_generations=4",
-        "trainer.generation_batch_size=null",
-        "trainer.steps_per_generation=null",
+        *(
+            [
+                "trainer.num_generations=4",
+                "trainer.generation_batch_size=null",
+                "trainer.steps_per_generation=null",
+            ]
+            if teacher is None
+            else [f"teacher.name_or_path={teacher}", "teacher.dtype=float32", "teacher.build=null"]
+        ),
         "trainer.max_completion_length=16",
         "trainer.warmup_steps=0",
         "trainer.logging_steps=1",
@@ -206,6 +215,22 @@ def tiny_model_for(recipe: Recipe, models_dir: Path, log=print) -> Path:
     return dest
 
 
+def tiny_teacher_for(student: Path, log=print) -> Path:
+    """A tiny teacher for a tiny student: the same architecture and tokenizer, other random weights."""
+    from ..local_model import make_tiny_model
+
+    dest = student.with_name(student.name + "-teacher")
+    if (dest / "config.json").is_file():
+        return dest
+    model_type = json.loads((student / "config.json").read_text())["model_type"]
+    log(f"smoke: building a tiny random {model_type} teacher in {dest}")
+    partial = dest.with_name(dest.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    make_tiny_model(partial, student, seed=1, model_type=model_type)
+    partial.rename(dest)
+    return dest
+
+
 def run_smoke(
     config: str,
     dist: str = "ddp",
@@ -225,19 +250,35 @@ def run_smoke(
     from ..recipe import resolve_recipe_path
 
     path = resolve_recipe_path(config, REPO / "recipes")
-    recipe = load_recipe(path, overrides)  # the user's own overrides are checked first
+    # The user's own overrides are checked first; a distillation recipe's teacher (a run of this repository, or
+    # a Hub model) is stood in for by the student until the tiny teacher exists.
+    raw = read_recipe_data(path, list(overrides or []))
+    stand_in = (
+        [f"teacher.name_or_path={raw['model']['name_or_path']}", "teacher.build=null"]
+        if isinstance(raw.get("teacher"), dict) and isinstance(raw.get("model"), dict)
+        else []
+    )
+    recipe = load_recipe(path, [*(overrides or []), *stand_in])
     out = outputs / f"smoke-{recipe.name}"
     shutil.rmtree(out, ignore_errors=True)  # a scratch run: each smoke test starts clean
     data_overrides, data_note = offline_data(recipe)
     if data_note:
         log(data_note)
     tiny = tiny_model_for(recipe, outputs / "smoke-models", log=log)
+    teacher = tiny_teacher_for(tiny, log=log) if recipe.teacher is not None else None
     port = free_port() if gen == "vllm-server" else None
     all_overrides = [
         *(overrides or []),
         *data_overrides,
         *smoke_overrides(
-            tiny, out, gen, port=port, lora=lora, processes=processes, warmup=recipe.warmup is not None
+            tiny,
+            out,
+            gen,
+            port=port,
+            lora=lora,
+            processes=processes,
+            warmup=recipe.warmup is not None,
+            teacher=teacher,
         ),
     ]
     smoke_recipe = load_recipe(path, all_overrides)

@@ -23,8 +23,12 @@ def step_line(logs: dict[str, Any], step: int, max_steps: int, elapsed_seconds: 
     'step 3/70  reward 0.625  zero-variance groups 0.50  mean length 23.5 (12 % clipped)  9.7 s/step  (31 s)'
     >>> step_line({"reward": 0.5, "curriculum/level": 2.0}, 4, 70, 40.0)
     'step 4/70  reward 0.500  level 2  (40 s)'
+    >>> step_line({"reward": 0.25, "divergence": 0.4123}, 5, 60, 50.0)
+    'step 5/60  reward 0.250  divergence 0.412  (50 s)'
     """
     parts = [f"step {step}/{max_steps}", f"reward {logs['reward']:.3f}"]
+    if "divergence" in logs:  # distillation: the loss it trains on; the reward is only measured
+        parts.append(f"divergence {logs['divergence']:.3f}")
     if "curriculum/level" in logs:
         parts.append(f"level {logs['curriculum/level']:g}")
     if "zero_variance_groups" in logs:

@@ -1,11 +1,13 @@
 """Training: a validated recipe in, a trained model, its logs and its before/after accuracy out.
 
 `train` reads top to bottom as its labelled steps:
-  1. `grpo_config`: the recipe's `trainer` section as TRL's GRPOConfig (its own checks turned into recipe
-     errors), the pre-flight checks, and the checkpoint to resume from.
+  1. `trainer_config`: the recipe's `trainer` section as TRL's GRPOConfig, or DistillationConfig for a recipe
+     with a teacher (their own checks turned into recipe errors), the pre-flight checks, and the checkpoint to
+     resume from.
   2. `load_splits`: the dataset and its prompts (column errors surface here, before any model loads).
-  3. the model, the tokenizer, the optional LoRA adapter, the reward stack, the trainer.
-  4. `GRPOTrainer.train`, with greedy accuracy on the held-out split just before its first step.
+  3. the model, the tokenizer, the optional LoRA adapter, the reward stack (or the teacher), the trainer.
+  4. `GRPOTrainer.train` (or `DistillationTrainer.train`), with greedy accuracy on the held-out split just
+     before its first step.
   5. the same accuracy again; the output directory: resolved recipe, versions, logs, model, before/after
      figures, the run report.
 """
@@ -62,28 +64,34 @@ def output_dir_for(recipe: Recipe) -> Path:
     return Path(recipe.trainer.get("output_dir") or Path("outputs") / recipe.name)
 
 
-def grpo_config(recipe: Recipe, checking: bool = False):
-    """TRL's GRPOConfig from the recipe, with defaults that suit offline and CPU runs.
+def trainer_config(recipe: Recipe, checking: bool = False):
+    """TRL's GRPOConfig from the recipe (DistillationConfig for a recipe with a teacher), with defaults that
+    suit offline and CPU runs.
 
     With `checking`, GPU-only precision settings are not enforced on a machine without a GPU, so a GPU
     recipe can be validated on a laptop before it is launched on GPUs.
     """
     import torch
-    from trl import GRPOConfig
+    import trl
+
+    from ..recipe import TRAINER_CONFIGS
 
     values: dict[str, Any] = {"output_dir": str(output_dir_for(recipe)), "report_to": "none"}
     cpu_only = not torch.cuda.is_available()
     if cpu_only:
-        # GRPOConfig turns bf16 and activation checkpointing on by default; on a CPU both only cost time.
+        # TRL's configs turn bf16 and activation checkpointing on by default; on a CPU both only cost time.
         # use_cpu also makes several launched processes one gloo process group (MULTI_CPU) instead of
         # independent single-process runs.
         values.update(bf16=False, activation_checkpointing=False, use_cpu=True)
     values.update(recipe.trainer)
     if checking and cpu_only:
         values.update(bf16=False, fp16=False)
-    values["reward_weights"] = [spec.weight for spec in recipe.rewards]
+    if recipe.teacher is None:
+        values["reward_weights"] = [spec.weight for spec in recipe.rewards]
+    else:
+        values["beta"] = recipe.teacher.beta  # the divergence (the recipe's trainer section has no beta)
     try:
-        return GRPOConfig(**values)
+        return getattr(trl, TRAINER_CONFIGS[recipe.trainer_kind])(**values)
     except (ValueError, TypeError) as err:
         message = str(err).replace("\n", " ")
         if "generation_batch_size" in message and "generation_batch_size" not in recipe.trainer:
@@ -104,7 +112,11 @@ def _trainer_key(recipe: Recipe, message: str) -> str:
         return re.search(rf"(?<!\w){re.escape(word)}(?!\w)", message) is not None
 
     # Field names without "_" ("seed", "project", "debug") are plain words: a message may use them as such.
-    fields = [name for name in trainer_fields() if named(name) and ("_" in name or name in recipe.trainer)]
+    fields = [
+        name
+        for name in trainer_fields(recipe.trainer_kind)
+        if named(name) and ("_" in name or name in recipe.trainer)
+    ]
     fields.sort(key=lambda name: (name not in recipe.trainer, message.find(name)))
     quoted = [name for name, value in recipe.trainer.items() if isinstance(value, str) and named(value)]
     return f"trainer.{(fields + quoted)[0]}" if fields or quoted else "trainer"
@@ -113,6 +125,13 @@ def _trainer_key(recipe: Recipe, message: str) -> str:
 def batch_arithmetic(config, num_processes: int) -> str:
     """How many prompts and completions make one optimizer step, spelled out."""
     per_step = config.per_device_train_batch_size * num_processes * config.gradient_accumulation_steps
+    if not hasattr(config, "num_generations"):  # distillation: one sample a prompt, each generated per step
+        return (
+            f"{config.per_device_train_batch_size} prompts/device x {num_processes} process(es) x "
+            f"{config.gradient_accumulation_steps} accumulation = {per_step} prompts per optimizer step, one "
+            f"sample each, scored token by token by the teacher; "
+            f"max_completion_length={config.max_completion_length}"
+        )
     return (
         f"{config.per_device_train_batch_size} completions/device x {num_processes} process(es) x "
         f"{config.gradient_accumulation_steps} accumulation = {per_step} completions per optimizer step "
@@ -125,7 +144,7 @@ def batch_arithmetic(config, num_processes: int) -> str:
 
 def check(recipe: Recipe, load_data: bool = True, log=print) -> None:
     """Everything short of loading the model: dataset columns, the first prompt, GRPOConfig, batch sizes."""
-    config = grpo_config(recipe, checking=True)
+    config = trainer_config(recipe, checking=True)
     for held_out in (False, True):
         columns = peek_columns(recipe, held_out)
         if columns is not None:
@@ -158,12 +177,30 @@ def check(recipe: Recipe, load_data: bool = True, log=print) -> None:
             _log_first_demonstration(recipe, warmup_rows(recipe, splits), log)
     for warning in pool_warnings(recipe, config):
         log(f"warning: {warning}")
-    log(f"rewards: {', '.join(f'{s.name} (weight {s.weight})' for s in recipe.rewards)}")
+    if recipe.teacher is not None:
+        log(_checked_teacher(recipe))
+    rewards = ", ".join(f"{s.name} (weight {s.weight})" for s in recipe.rewards)
+    log(
+        f"rewards: {rewards}" + (" (judge and log the samples; the teacher trains)" if recipe.teacher else "")
+    )
     for spec, reward in zip(recipe.rewards, recipe.reward_functions, strict=True):
         if reward.origin:
             log(f"  {spec.name}: from {reward.origin}")
     log(f"batch: {batch_arithmetic(config, 1)}")
     log(f"{recipe.source}: OK")
+
+
+def _checked_teacher(recipe: Recipe) -> str:
+    """The teacher's vocabulary against the student's (a `RecipeError` when they differ); where a Hub teacher
+    cannot be reached from here, says so: the run checks it when it loads it."""
+    from .distillation import check_teacher_vocabulary
+
+    try:
+        return check_teacher_vocabulary(recipe)
+    except RecipeError:
+        raise
+    except (OSError, ValueError) as err:
+        return f"teacher {recipe.teacher.name_or_path}: vocabulary not checked (cannot load it here: {type(err).__name__})"
 
 
 def warmup_rows(recipe: Recipe, splits) -> Any:
@@ -198,7 +235,8 @@ def pool_warnings(recipe: Recipe, config) -> list[str]:
         from ..tasks import GENERATORS
 
         prompts = config.per_device_train_batch_size * config.gradient_accumulation_steps
-        drawn = config.max_steps * prompts // config.num_generations
+        prompts //= getattr(config, "num_generations", 1)  # distillation: one sample a prompt
+        drawn = config.max_steps * prompts
         params = gen.training_params()
         space = GENERATORS[gen.name].capacity(**params)
         if not gen.train_params:
@@ -208,7 +246,7 @@ def pool_warnings(recipe: Recipe, config) -> list[str]:
                 f"the generator's training problems number {space} (dataset.generator.params"
                 + (" with train_params" if gen.train_params else "")
                 + f"), fewer than the {drawn} prompts the run draws ({config.max_steps} steps x "
-                f"{prompts // config.num_generations} prompts): it sees problems again and can memorise "
+                f"{prompts} prompts): it sees problems again and can memorise "
                 "them; widen the params (train_params) or train fewer steps."
             )
     return warnings
@@ -347,7 +385,7 @@ def train(
     from accelerate import PartialState
 
     # 1. Settings and checks, before anything loads.
-    config = grpo_config(recipe)
+    config = trainer_config(recipe)
     preflight(recipe, config)  # the GPU stack, the launcher and the vLLM server
     state = PartialState()
     main = state.is_main_process
@@ -362,6 +400,10 @@ def train(
     rank_log(f"batch: {batch_arithmetic(config, state.num_processes)}")
     for warning in pool_warnings(recipe, config):
         rank_log(f"warning: {warning}")
+    if recipe.teacher is not None:
+        from .distillation import check_teacher_vocabulary
+
+        rank_log(check_teacher_vocabulary(recipe))  # before either model loads
     if main:
         _record_run_start(out, recipe, state.num_processes, str(state.device), last)
 
@@ -370,7 +412,6 @@ def train(
 
     from ..models import add_adapter, load_model, load_tokenizer, lora_config
     from ..toolset import Toolset, check_tool_template
-    from .trainer import RecipeGRPOTrainer
     from .warmup import run_warmup
 
     tokenizer = load_tokenizer(recipe.model)  # with the recipe's chat template
@@ -403,6 +444,8 @@ def train(
             if recipe.warmup is not None:  # the base model too: what the warm-up itself added
                 held_out.run("base", reuse_saved=bool(last))
             held_out.run("before", reuse_saved=bool(last))
+            if recipe.teacher is not None:  # the accuracy the student is distilled towards
+                held_out.run("teacher", reuse_saved=bool(last))
 
         callbacks.append(_before_training_callback(evaluate_before))
     if time_limit_minutes is not None:  # after the before-evaluation, so that the limit counts training only
@@ -420,21 +463,34 @@ def train(
             f"curriculum: level {curriculum.controller.level} of 0-{len(recipe.curriculum.levels) - 1}"
             + (" (restored from the checkpoint)" if last else "")
         )
-    trainer = RecipeGRPOTrainer(
-        model=model,
-        reward_funcs=RewardStack.for_recipe(recipe).functions,
-        args=config,
-        train_dataset=splits.train,
-        processing_class=tokenizer,
-        peft_config=peft_config,
-        callbacks=callbacks,
-        dynamic_sampling=recipe.sampling.dynamic,
-        max_rounds=recipe.sampling.max_rounds,
-        tools=toolset.tools or None,
-        environment_factory=toolset.environment_factory,
-        tool_stats=toolset.stats if toolset.enabled else None,
-        curriculum=curriculum,
+    common = dict(
+        model=model, args=config, train_dataset=splits.train, processing_class=tokenizer, callbacks=callbacks
     )
+    if recipe.teacher is not None:
+        from .distillation import RecipeDistillationTrainer, load_teacher
+
+        rank_log(f"loading the teacher {recipe.teacher.name_or_path} ...")
+        trainer = RecipeDistillationTrainer(
+            **common,
+            teacher_model=load_teacher(recipe, model.config.get_text_config().vocab_size),
+            peft_config=peft_config,
+            reward_functions=recipe.reward_functions,
+            reward_weights=[spec.weight for spec in recipe.rewards],
+        )
+    else:
+        from .trainer import RecipeGRPOTrainer
+
+        trainer = RecipeGRPOTrainer(
+            **common,
+            reward_funcs=RewardStack.for_recipe(recipe).functions,
+            peft_config=peft_config,
+            dynamic_sampling=recipe.sampling.dynamic,
+            max_rounds=recipe.sampling.max_rounds,
+            tools=toolset.tools or None,
+            environment_factory=toolset.environment_factory,
+            tool_stats=toolset.stats if toolset.enabled else None,
+            curriculum=curriculum,
+        )
     held_out.trainer = trainer
     quiet_raw_logs(trainer)  # the step line replaces transformers' raw dict of every log
     if main:
@@ -467,12 +523,14 @@ def train(
     state.wait_for_everyone()
     summary = {
         "recipe": recipe.source,
+        "trainer": recipe.trainer_kind,
         "global_step": trainer.state.global_step,
         "train_seconds": round(train_seconds, 1),
         "warmup_seconds": warmup_seconds,
-        **held_out.results,  # base (with a warm-up), before and after
+        **held_out.results,  # base (with a warm-up), before and after; the teacher (distillation)
         # GRPO's own change (after against before); with a warm-up, the warm-up's and the two together.
         **_paired_changes(out, recipe, held_out.results if main else {}),
+        **({"teacher_gain_recovered": gain_recovered(held_out.results)} if recipe.teacher else {}),
         "sampling": sampling_summary(trainer.state.log_history),
     }
     if curriculum is not None:
@@ -535,11 +593,13 @@ class HeldOutEvaluation:
         self.recipe, self.rows, self.tokenizer, self.out, self.log = recipe, rows, tokenizer, out, log
         self.enabled = recipe.evaluation.enabled and rows is not None
         self.results: dict[str, Any] = {"base": None, "before": None, "after": None}
+        if recipe.teacher is not None:
+            self.results["teacher"] = None
         self.trainer = None
 
     def run(self, when: str, reuse_saved: bool) -> None:
         """Evaluate now and keep the result as `when`: "base" (the adapter turned off: the model before the
-        warm-up), "before" (GRPO's starting point) or "after"."""
+        warm-up), "before" (GRPO's starting point), "after", or "teacher" (a distillation run's teacher)."""
         from accelerate.utils import broadcast_object_list
 
         from ..evaluation.evaluate import greedy_accuracy
@@ -562,9 +622,10 @@ class HeldOutEvaluation:
             self.log("the base model is not evaluated: a resumed run whose warm-up trained all weights")
             return
         self.log(f"evaluating the {model_name} on {len(self.rows)} held-out prompts (greedy) ...")
+        model = self.trainer.teacher_model if when == "teacher" else self.trainer.model_wrapped
         with _adapter_off(self.trainer) if when == "base" else contextlib.nullcontext():
             accuracy = greedy_accuracy(
-                self.trainer.model_wrapped,
+                model,
                 self.tokenizer,
                 self.rows,
                 self.recipe,
@@ -579,7 +640,27 @@ class HeldOutEvaluation:
 
 
 #: What each evaluation of a run measures; "before" is the base model itself in a run without a warm-up.
-STAGE_NAMES = {"base": "base model", "before": "warmed-up model", "after": "trained model"}
+STAGE_NAMES = {
+    "base": "base model",
+    "before": "warmed-up model",
+    "after": "trained model",
+    "teacher": "teacher",
+}
+
+
+def gain_recovered(results: dict[str, Any]) -> float | None:
+    """The share of the teacher's held-out gain over the student's starting point that the student made:
+    (after - before) / (teacher - before); None where the teacher is no better than the start.
+
+    >>> r = lambda accuracy: {"accuracy": accuracy}
+    >>> gain_recovered({"before": r(0.4), "after": r(0.7), "teacher": r(0.8)})
+    0.75
+    """
+    before, after, teacher = (results.get(key) for key in ("before", "after", "teacher"))
+    if before is None or after is None or teacher is None or teacher["accuracy"] <= before["accuracy"]:
+        return None
+    gain = (after["accuracy"] - before["accuracy"]) / (teacher["accuracy"] - before["accuracy"])
+    return round(gain, 4)
 
 
 def _has_adapter(trainer) -> bool:

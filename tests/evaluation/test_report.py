@@ -190,7 +190,7 @@ def test_a_missing_empty_or_broken_run_folder_is_one_clear_error(tmp_path):
     assert result.returncode == 2
     assert result.stderr.splitlines() == [
         f"error: {tmp_path / 'empty'}: holds none of the files a run writes (log_history.json, summary.json, "
-        "run_info.json, resolved_recipe.yaml, eval_base.json, eval_before.json, eval_after.json)"
+        "run_info.json, resolved_recipe.yaml, eval_base.json, eval_before.json, eval_after.json, eval_teacher.json)"
     ]
     assert not (tmp_path / "empty" / REPORT_MD).exists()
 

@@ -16,14 +16,14 @@ from support import MINIMAL
 from grpo_recipes.launch import preflight as pf
 from grpo_recipes.ports import free_port
 from grpo_recipes.recipe import RecipeError, parse_recipe
-from grpo_recipes.training.train import grpo_config
+from grpo_recipes.training.train import trainer_config
 
 
 def recipe_and_config(**trainer):
     data = copy.deepcopy(MINIMAL)
     data["trainer"] = trainer
     recipe = parse_recipe(data, "r.yaml", name="r")
-    return recipe, grpo_config(recipe)
+    return recipe, trainer_config(recipe)
 
 
 def closed_port() -> int:

@@ -139,8 +139,17 @@ TOOL_RECIPES = [
 ]
 
 
+#: The distillation recipes: a tiny teacher beside the tiny student (their tokenizer shared), the GPU recipe under
+#: ZeRO-2 with vLLM colocated and under ZeRO-3, as a GPU runs it.
+DISTILL_RECIPES = [
+    ("distill-qwen", "zero2", "vllm-colocate"),
+    ("distill-qwen", "zero3", "hf"),
+    ("distill-cpu", "ddp", "hf"),
+]
+
+
 def test_every_shipped_recipe_has_a_smoke_run_here():
-    covered = {"default", "gsm8k"} | {name for name, _, _ in OTHER_RECIPES + TOOL_RECIPES}
+    covered = {"default", "gsm8k"} | {name for name, _, _ in OTHER_RECIPES + TOOL_RECIPES + DISTILL_RECIPES}
     assert covered == {path.stem for path in (REPO / "recipes").glob("*.yaml")}
 
 
@@ -151,6 +160,31 @@ def test_every_recipe_runs_distributed_offline(outputs, name, dist, gen):
     out, log = smoke(outputs, name, dist, gen, "recipe")
     lora = "on" if load_recipe(REPO / "recipes" / f"{name}.yaml").model.lora is not None else "off"
     check_run(out, log, dist, gen, lora)
+
+
+@pytest.mark.parametrize(
+    "name, dist, gen", DISTILL_RECIPES, ids=[f"{name}-{dist}-{gen}" for name, dist, gen in DISTILL_RECIPES]
+)
+def test_distillation_recipe_runs_distributed_with_a_tiny_teacher(outputs, name, dist, gen):
+    out, log = smoke(outputs, name, dist, gen, "recipe")
+    info = json.loads((out / "run_info.json").read_text())
+    generation = {"hf": "transformers"}.get(gen, gen)
+    assert info["world_size"] == 2 and info["global_step"] == 2 and info["generation"] == generation
+    assert {k: info[k] for k in EXPECTED[dist]} == EXPECTED[dist]
+    assert "[rank 0 of 2]" in log and "[rank 1 of 2]" in log
+    assert "building a tiny random" in log or (outputs / "smoke-models").is_dir()
+    # The student before and after, and the teacher, each evaluated on both ranks, 2 of the 4 prompts each.
+    assert log.count("evaluated 4 problems (2 on this process)") == 3, log[-3000:]
+    for when in ("before", "after", "teacher"):
+        assert json.loads((out / f"eval_{when}.json").read_text())["total"] == 4
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["trainer"] == "distillation" and summary["teacher"]["total"] == 4
+    # Each step's loss is the divergence to the teacher, over both ranks' samples; the reward is measured beside.
+    history = [h for h in json.loads((out / "log_history.json").read_text()) if "divergence" in h]
+    assert [h["step"] for h in history] == [1, 2]
+    assert all(h["divergence"] > 0 and 0 <= h["reward"] <= 1 for h in history)
+    resolved = (out / "resolved_recipe.yaml").read_text()
+    assert f"name_or_path: {outputs / 'smoke-models'}" in resolved and "divergence: reverse_kl" in resolved
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,7 @@ import os
 import sys
 
 import pytest
-from support import REPO, model_stub
+from support import REPO, model_stub, stand_in_teacher
 
 from grpo_recipes.launch.smoke import (
     is_hub_dataset,
@@ -24,11 +24,12 @@ RECIPES = sorted((REPO / "recipes").glob("*.yaml"))
 
 @pytest.mark.parametrize("path", RECIPES, ids=[p.stem for p in RECIPES])
 def test_every_recipe_gets_local_data_that_passes_its_own_checks(path, capsys):
-    recipe = load_recipe(path)
+    teacher = stand_in_teacher(path)
+    recipe = load_recipe(path, teacher)
     overrides, note = offline_data(recipe)
     if is_hub_dataset(recipe.dataset.path):
         assert note and "replaced by its local sample" in note
-    offline = load_recipe(path, overrides)
+    offline = load_recipe(path, [*teacher, *overrides])
     assert not is_hub_dataset(offline.dataset.path) and not is_hub_dataset(offline.dataset.eval_path)
     check(offline, load_data=True)  # the sample has the columns the prompt and every reward read
     assert capsys.readouterr().out.rstrip().endswith("OK")

@@ -8,7 +8,7 @@ from support import REPO, run_script
 
 from grpo_recipes.data import generated_rows, load_splits
 from grpo_recipes.recipe import RecipeError, load_recipe
-from grpo_recipes.training.train import grpo_config, pool_warnings
+from grpo_recipes.training.train import pool_warnings, trainer_config
 
 DEFAULT = REPO / "recipes" / "default.yaml"
 # The default recipe as it was: a warm-up on the training rows, GRPO on the 163 rows of operands 2-12 not held out.
@@ -22,7 +22,7 @@ WARM_UP_ON_TRAINING_ROWS = [
 
 def warnings_for(*overrides: str) -> list[str]:
     recipe = load_recipe(DEFAULT, list(overrides))
-    return pool_warnings(recipe, grpo_config(recipe, checking=True))
+    return pool_warnings(recipe, trainer_config(recipe, checking=True))
 
 
 def test_the_held_out_rows_stay_the_task_s_whatever_the_training_params():

@@ -1,0 +1,170 @@
+"""On-policy distillation: TRL's DistillationTrainer for a recipe with a `teacher:` section.
+
+The student samples one completion a prompt; the teacher reads the same token ids and the loss is, at each
+position of the sample, a divergence between the two next-token distributions summed over the whole
+vocabulary (TRL's generalized JSD: `trainer.beta` 0 forward KL, 1 reverse KL, 0.5 JSD). Every sampled token
+carries a signal, where GRPO gets one reward a completion.
+
+What this module adds to TRL's trainer:
+
+* `check_teacher_vocabulary`: the teacher's tokenizer and config against the student's, before any model loads
+  (TRL compares the configs' vocab_size only once both models are in memory).
+* `load_teacher`: a Hub id, a model folder, or a LoRA adapter folder merged into its base (a run of this
+  repository saves an adapter). A teacher whose output layer only has more padding rows than the student's
+  (Qwen2.5-7B's 152,064 against 1.5B's 151,936, one tokenizer) is cut to the student's size: TRL's trainer
+  refuses the pair as it is.
+* `RecipeDistillationTrainer`: vLLM generation on a CPU as for GRPO (`grpo_recipes.launch.vllm_cpu`), and the
+  recipe's rewards scored on every sample and logged as `reward`. They train nothing; they make a distillation
+  run's step line, curves and report read like a GRPO run's, so that the two compare on the same task.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from trl import DistillationTrainer
+from trl.trainer import distillation_trainer
+
+from ..recipe import Recipe, RecipeError
+from .trainer import policy_on_cpu
+
+
+def teacher_model_spec(recipe: Recipe):
+    """The teacher as a `ModelSpec` (the student's, with the teacher's path, revision, dtype and trust)."""
+    teacher = recipe.teacher
+    assert teacher is not None
+    return replace(
+        recipe.model,
+        name_or_path=teacher.name_or_path,
+        revision=teacher.revision,
+        dtype=teacher.dtype,
+        trust_remote_code=teacher.trust_remote_code,
+        lora=None,
+        chat_template=None,
+    )
+
+
+def _tokenizer_and_vocab_size(spec) -> tuple[Any, int | None]:
+    """The tokenizer of a model or adapter folder (an adapter's own, else its base's), and its config's
+    vocab_size (the base's for an adapter); no weights are read."""
+    from pathlib import Path
+
+    from transformers import AutoConfig, AutoTokenizer
+
+    from ..evaluation.generate import adapter_base
+
+    base = adapter_base(spec.name_or_path)
+    folder = spec.name_or_path
+    has_tokenizer = (Path(folder) / "tokenizer_config.json").is_file() or not Path(folder).exists()
+    kwargs = {"revision": spec.revision, "trust_remote_code": spec.trust_remote_code}
+    tokenizer = AutoTokenizer.from_pretrained(folder if has_tokenizer else base, **kwargs)
+    config = AutoConfig.from_pretrained(base or folder, **kwargs)
+    return tokenizer, getattr(config.get_text_config(), "vocab_size", None)
+
+
+def check_teacher_vocabulary(recipe: Recipe) -> str:
+    """Refuse a teacher whose tokenizer maps any token to another id than the student's, or whose output layer
+    is smaller than the student's: the loss compares the two distributions id by id. Returns what was compared.
+
+    A teacher whose output layer is larger (Qwen2.5-7B pads its 151,665 tokens to 152,064 rows, 1.5B to
+    151,936) is accepted when the rows beyond the student's are ones no token id reaches: `load_teacher` drops
+    them (TRL's trainer refuses any difference in size). Raises `RecipeError` naming `teacher.name_or_path`;
+    reads tokenizers and configs only.
+    """
+    student, student_size = _tokenizer_and_vocab_size(recipe.model)
+    teacher, teacher_size = _tokenizer_and_vocab_size(teacher_model_spec(recipe))
+    student_vocab, teacher_vocab = student.get_vocab(), teacher.get_vocab()
+    if student_vocab != teacher_vocab:
+        differing = sorted(set(student_vocab.items()) ^ set(teacher_vocab.items()), key=lambda item: item[1])
+        token, index = differing[0]
+        raise RecipeError(
+            recipe.source,
+            "teacher.name_or_path",
+            f"the teacher's tokenizer differs from the student's ({len(teacher_vocab)} tokens against "
+            f"{len(student_vocab)}; first difference: {token!r} at id {index}). Distillation compares the two "
+            "next-token distributions id by id: pick a teacher of the student's model family.",
+        )
+    line = f"teacher {recipe.teacher.name_or_path}: the student's vocabulary ({len(student_vocab)} tokens)"
+    if student_size is None or teacher_size is None or student_size == teacher_size:
+        return line
+    if teacher_size < student_size:
+        raise RecipeError(
+            recipe.source,
+            "teacher.name_or_path",
+            f"the teacher's output layer has {teacher_size} rows, fewer than the student's {student_size}: "
+            "the same tokenizer, but the student's distribution has ids the teacher's lacks.",
+        )
+    return line + (
+        f"; its output layer's {teacher_size - student_size} padding rows beyond the student's {student_size} "
+        "are dropped (no token id reaches them)"
+    )
+
+
+def load_teacher(recipe: Recipe, student_vocab_size: int | None = None):
+    """The teacher model in its dtype, on the CPU (the trainer places it): an adapter folder merged into its
+    base model; output rows beyond `student_vocab_size` (padding, see `check_teacher_vocabulary`) dropped."""
+    from ..evaluation.generate import load_eval_model
+
+    _, model = load_eval_model(recipe.teacher.name_or_path, teacher_model_spec(recipe))
+    size = model.config.get_text_config().vocab_size
+    if student_vocab_size is not None and size > student_vocab_size:
+        model.resize_token_embeddings(student_vocab_size)
+    model.eval()
+    return model
+
+
+class RecipeDistillationTrainer(DistillationTrainer):
+    """DistillationTrainer whose vLLM back-end suits the device the student trains on, and which logs the
+    recipe's rewards of the student's samples (`reward`, `rewards/<name>/mean`) without training on them."""
+
+    def __init__(
+        self, *args: Any, reward_functions: list[Any] = (), reward_weights: list[float] = (), **kwargs
+    ):
+        self.reward_functions, self.reward_weights = list(reward_functions), list(reward_weights)
+        config = kwargs["args"]
+        if config.use_vllm and policy_on_cpu(config):
+            from ..launch.vllm_cpu import CPUVLLMGeneration, replaced
+
+            with replaced(distillation_trainer, "VLLMGeneration", CPUVLLMGeneration):
+                super().__init__(*args, **kwargs)
+        else:
+            super().__init__(*args, **kwargs)
+
+    @property
+    def generation_backend(self) -> str:
+        """What generates the completions: `transformers`, `vllm-colocate` or `vllm-server`."""
+        return f"vllm-{self.vllm_mode}" if self.use_vllm else "transformers"
+
+    def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
+        if "loss" in logs and "eval_loss" not in logs:  # the loss is the divergence: named so in the report
+            logs["divergence"] = logs["loss"]
+        super().log(logs, start_time)
+
+    def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
+        output = super()._generate_and_score_completions(inputs)
+        if self.model.training and self.reward_functions:
+            self._log_rewards(inputs, output)
+        return output
+
+    def _log_rewards(self, inputs: list[dict[str, Any]], output: dict[str, Any]) -> None:
+        """Score this process's samples with the recipe's rewards and log their means over every process, under
+        GRPO's metric names (the step line, the report and the sweeps read these; TRL logs the lengths)."""
+        import torch
+
+        texts = self.processing_class.batch_decode(output["completion_ids"], skip_special_tokens=True)
+        conversational = isinstance(inputs[0]["prompt"], list)
+        completions = (
+            [[{"role": "assistant", "content": text}] for text in texts] if conversational else texts
+        )
+        columns = {key: [row[key] for row in inputs] for key in inputs[0] if key != "prompt"}
+        prompts = [row["prompt"] for row in inputs]
+        total = torch.zeros(len(texts))
+        metrics = self._metrics["train"]
+        for function, weight in zip(self.reward_functions, self.reward_weights, strict=True):
+            scores = function(prompts=prompts, completions=completions, **columns)
+            values = torch.tensor([float("nan") if s is None else float(s) for s in scores])
+            gathered = self.accelerator.gather(values.to(self.accelerator.device)).cpu()
+            metrics[f"rewards/{function.__name__}/mean"].append(torch.nanmean(gathered).item())
+            total += weight * torch.nan_to_num(values)
+        metrics["reward"].append(self.accelerator.gather(total.to(self.accelerator.device)).mean().item())
