@@ -486,8 +486,31 @@ def _check_rewards(recipe: Recipe, source: str) -> None:
                 f"unknown reward '{name}'. Allowed: {', '.join(available)}, or your own as "
                 f"'package.module:function' (or ':Class').{suggest(name, available)}",
             )
+    _fill_completion_length(recipe, source, available)
     # Build every reward now, which checks its params; training, evaluation and the audit reuse these.
     _ = recipe.evaluation_function
+
+
+def _fill_completion_length(recipe: Recipe, source: str, available: list[str]) -> None:
+    """One source of truth for the completion length: a catalogue reward that takes `max_completion_length`
+    (`soft_overlong`) gets `trainer.max_completion_length` when it leaves it out, and may not differ from it
+    (a trainer override would otherwise leave the penalty's ramp where it was, penalising valid answers)."""
+    limit = recipe.trainer.get("max_completion_length")
+    for i, spec in enumerate(recipe.rewards):
+        if spec.name not in available or "max_completion_length" not in reward_registry.reward_params(
+            spec.name
+        ):
+            continue
+        given = spec.params.get("max_completion_length")
+        if given is None and limit is not None:
+            spec.params = {**spec.params, "max_completion_length": limit}
+        elif given is not None and limit is not None and given != limit:
+            raise RecipeError(
+                source,
+                f"rewards[{i}].params.max_completion_length",
+                f"{given} differs from trainer.max_completion_length ({limit}): the reward's length limit is "
+                "where generation stops; leave it out and the trainer's is used.",
+            )
 
 
 def _check_curriculum(recipe: Recipe, source: str) -> None:

@@ -30,6 +30,11 @@ def main(argv: list[str] | None = None) -> int:
                 recipe.source, "", "vLLM is not installed; fix: make setup-gpu (make setup-vllm-cpu on a CPU)"
             )
 
+        from grpo_recipes.launch.serve import tensor_parallel_problem
+
+        problem = tensor_parallel_problem(recipe.model, args.tensor_parallel_size)
+        if problem:
+            raise RecipeError(recipe.source, "model.name_or_path", f"--tensor-parallel-size: {problem}")
         extra = {"tensor_parallel_size": args.tensor_parallel_size}
         if args.gpu_memory_utilization is not None:
             extra["gpu_memory_utilization"] = args.gpu_memory_utilization

@@ -100,6 +100,46 @@ def test_summary_verdicts_against_the_first_value():
     assert "+60.0% [" in text and "real" in text and "| not run | 0 |" in text
 
 
+def test_a_sweep_with_distillation_runs_names_its_change_column_for_both_trainers():
+    results = {
+        "GRPO": {0: _figures([0] * 10)},
+        "distillation": {0: _figures([1] * 10) | {"trainer": "distillation"}},
+    }
+    table = summarize(_sweep(*results), results)
+    assert [row["trainer"] for row in table["rows"]] == ["grpo", "distillation"]
+    text = markdown(table)
+    assert "own change in training, GRPO or distillation" in text and "GRPO's own change" not in text
+    distilled = next(line for line in text.splitlines() if line.startswith("| distillation |"))
+    assert distilled.split(" | ")[-3] == "—"  # no zero-gradient steps in a run without groups
+    only_grpo = {"GRPO": results["GRPO"], "again": {0: _figures([1] * 10)}}
+    assert "GRPO's own change" in markdown(summarize(_sweep(*only_grpo), only_grpo))
+
+
+def test_a_distillation_runs_training_time_leaves_out_its_evaluations_of_the_teacher_too(tmp_path):
+    def result(seconds, correct):
+        return {"accuracy": sum(correct) / 4, "correct_by_problem": correct, "seconds": seconds}
+
+    summary = {
+        "trainer": "distillation",
+        "global_step": 2,
+        "train_seconds": 100.0,
+        "sampling": {"steps": 2, "zero_gradient_steps": 0},
+        "base": None,
+        "before": result(10.0, [0, 0, 1, 0]),
+        "teacher": result(20.0, [1, 1, 1, 0]),
+        "after": result(5.0, [1, 0, 1, 0]),
+    }
+    (tmp_path / "summary.json").write_text(json.dumps(summary))
+    (tmp_path / "log_history.json").write_text(
+        json.dumps([{"step": 1, "grad_norm": 0.5}, {"step": 2, "grad_norm": 0.4}])
+    )
+    (tmp_path / "resolved_recipe.yaml").write_text("trainer: {per_device_train_batch_size: 8}\n")
+    (tmp_path / "run_info.json").write_text(json.dumps({"world_size": 1}))
+    figures = measure(tmp_path)
+    assert figures["trainer"] == "distillation" and figures["grpo_seconds"] == 70.0  # 100 less 10 and 20
+    assert figures["completions_generated"] == 16
+
+
 def test_sweep_from_values_and_its_errors():
     sweep = Sweep.from_values("recipes/default.yaml", "trainer.temperature", "0.5, 0.7", budget_minutes=2)
     assert [v.overrides for v in sweep.values] == [["trainer.temperature=0.5"], ["trainer.temperature=0.7"]]

@@ -386,6 +386,28 @@ def offline_data(path: Path) -> list[str]:
     ]
 
 
+def test_recipes_that_log_completions_print_a_few_of_them():
+    """TRL prints every completion of the step by default: 512 completions a logging step for gsm8k."""
+    for path in RECIPES:
+        trainer = yaml.safe_load(path.read_text()).get("trainer", {})
+        if trainer.get("log_completions"):
+            assert 0 < trainer.get("num_completions_to_print", 0) <= 8, path.name
+
+
+def test_a_length_penalty_takes_the_trainers_completion_length_and_refuses_another(tmp_path):
+    """soft_overlong's ramp must end where generation stops: one source of truth, trainer.max_completion_length."""
+    math = REPO / "recipes" / "math.yaml"
+    local = [f"dataset.path={tmp_path / 'rows.jsonl'}", "dataset.eval_split=null", "dataset.config=null"]
+    (tmp_path / "rows.jsonl").write_text('{"problem": "1 + 1", "solution": "\\boxed{2}"}\n')
+    recipe = load_recipe(math, [*local, "trainer.max_completion_length=2048"], check_trainer=False)
+    (overlong,) = [r for r in recipe.reward_functions if r.__name__ == "soft_overlong"]
+    assert overlong.max_completion_length == 2048 and overlong.cache_length == 256
+    with pytest.raises(
+        RecipeError, match=r"rewards\[1\]\.params\.max_completion_length: 1024 differs from trainer"
+    ):
+        load_recipe(math, [*local, "rewards.1.params.max_completion_length=1024"], check_trainer=False)
+
+
 @pytest.mark.parametrize("path", RECIPES, ids=[p.stem for p in RECIPES])
 def test_every_recipe_validates_and_dry_runs(path, capsys, monkeypatch):
     """Every shipped recipe parses, builds its GRPOConfig, and (with its data local) renders prompts."""

@@ -301,9 +301,12 @@ def measure(folder: Path) -> dict[str, Any]:
         generated = sampling["steps"] * per_step * world_size
     before, base = summary.get("before") or {}, summary.get("base") or {}
     # train.py's train_seconds includes the evaluations before training (of the base model too, in a run with a
-    # warm-up), which the budget does not count, and leaves out the supervised warm-up, which it counts.
-    grpo_seconds = summary["train_seconds"] - (before.get("seconds") or 0) - (base.get("seconds") or 0)
+    # warm-up; of the teacher in a distillation run), which the budget does not count, and leaves out the
+    # supervised warm-up, which it counts.
+    evaluations = [before, base, summary.get("teacher") or {}]
+    grpo_seconds = summary["train_seconds"] - sum(e.get("seconds") or 0 for e in evaluations)
     return {
+        "trainer": summary.get("trainer", "grpo"),
         "steps": summary["global_step"],
         "train_seconds": grpo_seconds + summary.get("warmup_seconds", 0),
         "grpo_seconds": grpo_seconds,
@@ -364,6 +367,7 @@ def summarize(sweep: Sweep, results: dict[str, dict[int, dict[str, Any]]]) -> di
         low, high = wilson_interval(correct, total)
         row = {
             "value": value.name,
+            "trainer": next(iter(runs.values())).get("trainer", "grpo"),
             "overrides": value.overrides,
             "runs": len(runs),
             "seeds": sorted(runs),
@@ -441,7 +445,9 @@ def markdown(table: dict[str, Any]) -> str:
         "s/step",
         "held-out accuracy [95 %]",
         f"vs {table['reference']} [paired 95 %]",
-        "GRPO's own change [paired 95 %]",
+        "GRPO's own change [paired 95 %]"
+        if all(row.get("trainer", "grpo") == "grpo" for row in table["rows"])
+        else "own change in training, GRPO or distillation [paired 95 %]",
         "zero-gradient steps",
         "all-equal groups",
         "mean length",
@@ -471,7 +477,7 @@ def markdown(table: dict[str, Any]) -> str:
             f"{row['accuracy']:.1%} [{row['interval'][0]:.1%}, {row['interval'][1]:.1%}]",
             difference,
             _change(row.get("grpo_change")),
-            _percent(row["zero_gradient_steps"]),
+            _percent(row["zero_gradient_steps"]) if row.get("trainer", "grpo") == "grpo" else "—",
             _percent(row["zero_variance_groups"]),
             "—" if row["mean_completion_length"] is None else f"{row['mean_completion_length']:.1f}",
         ]

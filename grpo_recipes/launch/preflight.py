@@ -2,7 +2,8 @@
 
 Each check runs before any model loads and reports one line, `<recipe>: <key>: <what is wrong>; fix: <command>`:
 vLLM asked for but missing or outside the range TRL supports, a DeepSpeed launch without DeepSpeed, bf16/fp16
-on a machine without a GPU, and `vllm_mode: server` with no server answering. `preflight_problems` lists
+on a machine without a GPU, all weights trained in half precision with no float32 copy (DDP or one process),
+and `vllm_mode: server` with no server answering. `preflight_problems` lists
 them all; `preflight` raises the first. The lookups of the machine's state are small functions
 (`_importable`, `_installed_version`; the server probe is `serve.health_problem`) so the tests can stand in for a machine they are not.
 
@@ -153,6 +154,32 @@ def _precision_problems(recipe: Recipe, config: Any, env: Mapping[str, str]) -> 
     return problems
 
 
+def _master_weights_problem(
+    recipe: Recipe, env: Mapping[str, str], cuda_available: bool
+) -> RecipeError | None:
+    """All weights trained in bfloat16/float16 without DeepSpeed or FSDP: DDP and a single process autocast, but
+    AdamW then steps the half-precision weights themselves, with no float32 copy; updates far below a weight's
+    precision (bf16 keeps 8 bits: a weight of 0.02 moves in steps of about 1e-4) round away. DeepSpeed keeps a
+    float32 master copy, and accelerate's FSDP upcasts the parameters it shards."""
+    dtype = recipe.model.dtype
+    if dtype == "auto":
+        dtype = "bfloat16" if cuda_available else "float32"  # models.resolve_dtype's choice
+    sharded = any(
+        env.get(name, "").lower() in TRUE_FLAGS
+        for name in ("ACCELERATE_USE_DEEPSPEED", "ACCELERATE_USE_FSDP")
+    )
+    if dtype == "float32" or recipe.model.lora is not None or sharded:
+        return None
+    return RecipeError(
+        recipe.source,
+        "model.dtype",
+        f"{dtype} with all weights trained and neither DeepSpeed nor FSDP keeps no float32 copy of the weights: "
+        "updates smaller than their precision round away, and the run hardly learns; fix: add the override "
+        "model.dtype=float32 (mixed precision still computes in bf16), or launch with configs/zero2.yaml, or "
+        "train a LoRA adapter (model.lora)",
+    )
+
+
 def preflight_problems(
     recipe: Recipe, config: Any, env: Mapping[str, str] | None = None, cuda_available: bool | None = None
 ) -> list[RecipeError]:
@@ -174,6 +201,8 @@ def preflight_problems(
         problems.append(RecipeError(recipe.source, "launcher", problem))
     if not cuda_available:
         problems += _precision_problems(recipe, config, env)
+    master = _master_weights_problem(recipe, env, cuda_available)
+    problems += [master] if master else []
     if config.use_vllm and config.vllm_mode == "server":
         server = _server_problem(recipe, config, env)
         problems += [server] if server else []

@@ -87,6 +87,45 @@ def recipe_serve_command(recipe: Recipe, host: str = "127.0.0.1", port: int | No
     )
 
 
+def tensor_parallel_sizes(heads: int, kv_heads: int, most: int) -> list[int]:
+    """The tensor-parallel sizes up to `most` that vLLM accepts for a model with `heads` attention heads and
+    `kv_heads` key/value heads: the size divides the heads, and the key/value heads divide it or it them.
+
+    >>> tensor_parallel_sizes(12, 2, 8), tensor_parallel_sizes(14, 2, 8), tensor_parallel_sizes(28, 4, 8)
+    ([1, 2, 4, 6], [1, 2], [1, 2, 4])
+    """
+    return [
+        size
+        for size in range(1, most + 1)
+        if heads % size == 0 and (kv_heads % size == 0 if kv_heads >= size else size % kv_heads == 0)
+    ]
+
+
+def tensor_parallel_problem(spec, size: int, most: int = 8) -> str | None:
+    """Why vLLM would refuse to serve the model of `spec` (a recipe's `model`) on `size` GPUs in tensor
+    parallel, read from its config before anything starts; None when it would not, or when the config cannot
+    be read here (vLLM then says so itself)."""
+    from transformers import AutoConfig
+
+    try:
+        config = AutoConfig.from_pretrained(
+            spec.name_or_path, revision=spec.revision, trust_remote_code=spec.trust_remote_code
+        ).get_text_config()
+    except (OSError, ValueError):
+        return None
+    heads = getattr(config, "num_attention_heads", None)
+    if not heads:
+        return None
+    kv_heads = getattr(config, "num_key_value_heads", None) or heads
+    sizes = tensor_parallel_sizes(heads, kv_heads, max(most, size))
+    if size in sizes:
+        return None
+    return (
+        f"{spec.name_or_path} has {heads} attention heads ({kv_heads} key/value): vLLM splits them over the "
+        f"tensor-parallel GPUs, and {size} does not divide them; choose one of {', '.join(map(str, sizes))}."
+    )
+
+
 def health_problem(url: str, timeout: float) -> str | None:
     """None when `url` answers 200, else why not (direct connection: proxies do not decide whether it runs)."""
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))

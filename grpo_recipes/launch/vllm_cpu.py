@@ -30,6 +30,8 @@ from typing import Any
 from trl.generation import vllm_generation
 from trl.generation.vllm_client import VLLMClient
 
+from .vllm_sync import RecipeVLLMGeneration
+
 
 @contextlib.contextmanager
 def replaced(owner: Any, name: str, value: Any) -> Iterator[None]:
@@ -47,7 +49,7 @@ def replaced(owner: Any, name: str, value: Any) -> Iterator[None]:
         setattr(owner, name, original)
 
 
-class CPUVLLMGeneration(vllm_generation.VLLMGeneration):
+class CPUVLLMGeneration(RecipeVLLMGeneration):
     """TRL's vLLM back-end, with weight syncs that vLLM's CPU build accepts (see the module docstring)."""
 
     def _init_vllm(self) -> None:

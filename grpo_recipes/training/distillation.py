@@ -27,7 +27,7 @@ from trl import DistillationTrainer
 from trl.trainer import distillation_trainer
 
 from ..recipe import Recipe, RecipeError
-from .trainer import policy_on_cpu
+from .trainer import vllm_generation_class
 
 
 def teacher_model_spec(recipe: Recipe):
@@ -122,13 +122,9 @@ class RecipeDistillationTrainer(DistillationTrainer):
         self, *args: Any, reward_functions: list[Any] = (), reward_weights: list[float] = (), **kwargs
     ):
         self.reward_functions, self.reward_weights = list(reward_functions), list(reward_weights)
-        config = kwargs["args"]
-        if config.use_vllm and policy_on_cpu(config):
-            from ..launch.vllm_cpu import CPUVLLMGeneration, replaced
+        from ..launch.vllm_cpu import replaced
 
-            with replaced(distillation_trainer, "VLLMGeneration", CPUVLLMGeneration):
-                super().__init__(*args, **kwargs)
-        else:
+        with replaced(distillation_trainer, "VLLMGeneration", vllm_generation_class(kwargs["args"])):
             super().__init__(*args, **kwargs)
 
     @property

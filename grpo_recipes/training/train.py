@@ -418,6 +418,10 @@ def train(
     toolset = Toolset.for_recipe(recipe)
     check_tool_template(recipe, tokenizer)
     model = load_model(recipe.model)
+    if state.device.type != "cpu":
+        # The loader leaves the model on the CPU, where the trainer would move it only once it is built: the
+        # warm-up and the base evaluation before it would run on the CPU of a GPU machine.
+        model = model.to(state.device)
     peft_config = lora_config(recipe.model)
     if recipe.warmup is not None and peft_config is not None:
         # The warm-up trains the adapter that GRPO goes on training: it is added here, not by the trainer.

@@ -1,6 +1,8 @@
 """The trainer: TRL's GRPOTrainer, with dynamic sampling and vLLM generation that also works on a CPU.
 
-On a GPU this is GRPOTrainer as it is. When `use_vllm` is on and the policy is on a CPU (tests, `make smoke`,
+TRL's vLLM back-end is built as `grpo_recipes.launch.vllm_sync.RecipeVLLMGeneration`, whose LoRA weight sync
+leaves the base weights as loaded (TRL's merges and unmerges in place, which drifts in bfloat16). When
+`use_vllm` is on and the policy is on a CPU (tests, `make smoke`,
 small local runs), TRL's vLLM back-end is swapped for `vllm_cpu.CPUVLLMGeneration` while the trainer builds it.
 With `dynamic_sampling` (the recipe's `sampling.dynamic`), training batches hold informative groups only
 (`grpo_recipes.training.dynamic_sampling`); it wraps TRL's `_generate_and_score_completions`
@@ -44,6 +46,18 @@ def policy_on_cpu(args: Any) -> bool:
     return bool(args.use_cpu) or not torch.cuda.is_available()
 
 
+def vllm_generation_class(args: Any) -> type:
+    """The vLLM back-end the trainer builds: TRL's, with LoRA merged out of place for each weight sync
+    (`grpo_recipes.launch.vllm_sync`), and with syncs vLLM's CPU build accepts when the policy is on a CPU."""
+    if args.use_vllm and policy_on_cpu(args):
+        from ..launch.vllm_cpu import CPUVLLMGeneration
+
+        return CPUVLLMGeneration
+    from ..launch.vllm_sync import RecipeVLLMGeneration
+
+    return RecipeVLLMGeneration
+
+
 class RecipeGRPOTrainer(GRPOTrainer):
     """GRPOTrainer whose vLLM back-end suits the device the policy trains on."""
 
@@ -62,13 +76,9 @@ class RecipeGRPOTrainer(GRPOTrainer):
         self._logged_tool_counts: dict[str, int] = tool_stats.as_dict() if tool_stats is not None else {}
         self._in_tool_loop = False
         self._padding_prompt: list[int] | None = None
-        config = kwargs["args"]
-        if config.use_vllm and policy_on_cpu(config):
-            from ..launch.vllm_cpu import CPUVLLMGeneration, replaced
+        from ..launch.vllm_cpu import replaced
 
-            with replaced(grpo_trainer, "VLLMGeneration", CPUVLLMGeneration):
-                super().__init__(*args, **kwargs)
-        else:
+        with replaced(grpo_trainer, "VLLMGeneration", vllm_generation_class(kwargs["args"])):
             super().__init__(*args, **kwargs)
 
     @property

@@ -174,6 +174,7 @@ def run_warmup(recipe: Recipe, model, tokenizer, rows, toolset: Toolset, log=pri
         "seconds": round(time.time() - start, 1),
         "first_loss": round(losses[0], 4) if losses else None,
         "last_loss": round(losses[-1], 4) if losses else None,
+        "device": str(device),  # the policy's: train() places the model on the trainer's device first
     }
     log(f"warm-up done in {summary['seconds']:.0f} s")
     return summary

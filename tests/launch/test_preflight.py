@@ -21,6 +21,7 @@ from grpo_recipes.training.train import trainer_config
 
 def recipe_and_config(**trainer):
     data = copy.deepcopy(MINIMAL)
+    data["model"]["dtype"] = "float32"  # full weights in half precision are a problem of their own (below)
     data["trainer"] = trainer
     recipe = parse_recipe(data, "r.yaml", name="r")
     return recipe, trainer_config(recipe)
@@ -333,3 +334,26 @@ def test_server_mode_without_a_server_stops_before_the_model_loads(tmp_path):
     assert len(errors) == 1 and f"http://127.0.0.1:{port}/health" in errors[0]
     assert f"fix: make serve RECIPE={tmp_path / 'r.yaml'}" in errors[0] and "Traceback" not in result.stderr
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    ("model", "env", "cuda", "refused"),
+    [
+        ({"dtype": "bfloat16"}, {}, True, True),  # DDP or one process: AdamW steps bf16 weights
+        ({"dtype": "auto"}, {}, True, True),  # auto is bfloat16 on a GPU
+        ({"dtype": "auto"}, {}, False, False),  # and float32 on a CPU
+        ({"dtype": "bfloat16"}, {"ACCELERATE_USE_DEEPSPEED": "true"}, True, False),  # a float32 master copy
+        ({"dtype": "bfloat16"}, {"ACCELERATE_USE_FSDP": "true"}, True, False),  # FSDP upcasts what it shards
+        ({"dtype": "bfloat16", "lora": {"r": 8}}, {}, True, False),  # the adapter is float32
+        ({"dtype": "float32"}, {}, True, False),
+    ],
+)
+def test_half_precision_weights_without_a_float32_copy_are_refused_before_loading(model, env, cuda, refused):
+    data = copy.deepcopy(MINIMAL)
+    data["model"].update(model)
+    recipe = parse_recipe(data, "r.yaml", name="r")
+    problem = pf._master_weights_problem(recipe, env, cuda_available=cuda)
+    assert (problem is not None) == refused
+    if refused:
+        assert str(problem).startswith("r.yaml: model.dtype: bfloat16 with all weights trained and neither")
+        assert "fix: add the override model.dtype=float32" in str(problem)

@@ -25,7 +25,8 @@ def record(**fields):
     with open(os.environ["STANDIN_LOG"], "a") as log:
         log.write(json.dumps({"prog": os.path.basename(sys.argv[0]), "argv": sys.argv[1:],
                               "host": os.environ.get("STANDIN_HOST"),
-                              "cuda": os.environ.get("CUDA_VISIBLE_DEVICES"), **fields}) + "\\n")
+                              "cuda": os.environ.get("CUDA_VISIBLE_DEVICES"),
+                              "no_proxy": os.environ.get("NO_PROXY"), **fields}) + "\\n")
 """
 
 STANDINS = {
@@ -49,7 +50,11 @@ os.environ["STANDIN_HOST"] = host
 os.environ.pop("CUDA_VISIBLE_DEVICES", None)  # Slurm gives the step its own GPUs: one exported before is lost
 os.execvp(args[at], args[at:])
 """,
-    "accelerate": "record()\n",
+    "accelerate": """
+record()
+import time
+time.sleep(float(os.environ.get("STANDIN_TRAIN_SECONDS", "0")))
+""",
     "trl": """
 record()
 import time
@@ -194,13 +199,14 @@ def test_server_mode_serves_on_the_last_node_and_trains_on_the_others(launcher):
     assert curls[0] < min(trainers)
 
 
-def test_server_mode_defaults_to_all_gpus_and_the_overridden_model(launcher):
+def test_server_mode_defaults_to_one_gpu_and_the_overridden_model(launcher):
     result, records = launcher(VLLM_SERVER="1", SLURM_GPUS_ON_NODE="2", ARGS="model.name_or_path=org/other")
     assert result.returncode == 0, result.stderr
     (server,) = of(records, "trl")
-    assert server["cuda"] == "0,1"
+    assert server["cuda"] == "0"  # one GPU divides any model's heads; the note says the other sits idle
+    assert "the server uses 1 of its node's 2 GPUs; the others sit idle" in result.stderr
     assert option(server["argv"], "--model") == "org/other"
-    assert option(server["argv"], "--tensor-parallel-size") == "2"
+    assert option(server["argv"], "--tensor-parallel-size") == "1"
     assert option(server["argv"], "--port") == "8000"
     assert {r["host"] for r in of(records, "accelerate")} == {"node-a", "node-b"}
     assert all(option(r["argv"], "--num_processes") == "4" for r in of(records, "accelerate"))
@@ -213,6 +219,15 @@ def test_a_failing_node_fails_the_job(launcher, failing):
     assert failing in result.stderr
     # The other nodes still ran.
     assert sorted(r["host"] for r in of(records, "accelerate")) == sorted(set(HOSTS) - {failing})
+
+
+def test_a_failing_node_stops_the_others_instead_of_leaving_them_waiting(launcher):
+    # The other nodes would train for 120 s (in a real job: wait in a collective until NCCL's timeout).
+    result, records = launcher(STANDIN_FAIL_HOST="node-b", STANDIN_TRAIN_SECONDS="120", timeout=30)
+    assert result.returncode == 3
+    assert "error: node-b exited with status 3" in result.stderr
+    assert "stopped the other training nodes" in result.stderr
+    assert sorted(r["host"] for r in of(records, "accelerate")) == ["node-a", "node-c"]
 
 
 def test_server_that_never_answers_fails_without_training_and_is_stopped(launcher):
@@ -238,6 +253,42 @@ def test_server_mode_rejects_impossible_splits(launcher, env, message):
     result, records = launcher(hosts=hosts, VLLM_SERVER="1", **env)
     assert result.returncode != 0 and message in result.stderr
     assert not of(records, "srun")
+
+
+def _model_with_heads(folder, heads: int, kv_heads: int = 2):
+    """A model folder with only a config: `heads` attention heads (Qwen2.5-1.5B has 12, 0.5B 14)."""
+    from transformers import AutoConfig
+
+    AutoConfig.for_model(
+        "qwen2", num_attention_heads=heads, num_key_value_heads=kv_heads, hidden_size=8 * heads
+    ).save_pretrained(folder)
+    return folder
+
+
+@pytest.mark.parametrize(
+    ("heads", "gpus", "refused"),
+    [(12, 8, "choose one of 1, 2, 4, 6."), (14, 4, "choose one of 1, 2."), (12, 4, None), (14, 2, None)],
+)
+def test_server_tensor_parallel_size_must_divide_the_models_attention_heads(
+    launcher, tmp_path, heads, gpus, refused
+):
+    model = _model_with_heads(tmp_path / f"heads{heads}", heads)
+    result, records = launcher(VLLM_SERVER="1", VLLM_GPUS=str(gpus), ARGS=f"model.name_or_path={model}")
+    if refused:
+        assert result.returncode != 0 and not of(records, "srun")  # refused before anything starts
+        assert f"error: VLLM_GPUS={gpus}: {model} has {heads} attention heads (2 key/value)" in result.stderr
+        assert refused in result.stderr
+    else:
+        assert result.returncode == 0, result.stderr
+        assert option(of(records, "trl")[0]["argv"], "--tensor-parallel-size") == str(gpus)
+
+
+def test_a_cluster_proxy_is_bypassed_for_the_server(launcher):
+    result, records = launcher(VLLM_SERVER="1", http_proxy="http://127.0.0.1:9", NO_PROXY="localhost")
+    assert result.returncode == 0, result.stderr
+    (curl,) = of(records, "curl")
+    assert option(curl["argv"], "--noproxy") == "node-c"
+    assert all(r["no_proxy"] == "node-c,localhost" for r in of(records, "accelerate"))
 
 
 def test_outside_an_allocation_it_says_so(launcher):

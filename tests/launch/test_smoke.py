@@ -96,6 +96,7 @@ def test_default_recipe_runs_distributed(outputs, dist, gen, lora):
     info = check_run(out, log, dist, gen, lora)
     # Its warm-up ran on each process first (cut to 2 steps), on the adapter GRPO then trained, or all weights.
     assert info["warmup"]["steps"] == 2 and info["warmup"]["examples"] == 4
+    assert info["warmup"]["device"] == info["device"]  # the policy's device, where the trainer then trains it
     trained = "the LoRA adapter" if lora == "on" else "all weights"
     assert f"2 supervised steps (batch 2, learning rate 0.0002) on {trained}" in log
 

@@ -135,8 +135,10 @@ def test_a_warm_up_trains_the_lora_adapter_that_grpo_goes_on_with(tiny_model, tm
     assert log.index("evaluating the base model on 8 held-out prompts") < log.index(
         "evaluating the warmed-up model on 8 held-out prompts"
     )
-    info = json.loads((out / "run_info.json").read_text())["warmup"]
+    run_info = json.loads((out / "run_info.json").read_text())
+    info = run_info["warmup"]
     assert info["steps"] == 6 and info["last_loss"] < info["first_loss"]  # the same 4 examples, learnt
+    assert info["device"] == run_info["device"]  # the warm-up ran where the trainer trains
     summary = json.loads((out / "summary.json").read_text())
     assert summary["warmup_seconds"] == info["seconds"] > 0
 
