@@ -924,6 +924,7 @@ def _check_key_places(data: Any, source: str, check_trainer: bool) -> None:
                 f"{other}.{name}"
                 for other in [*_SECTIONS, "trainer", *_NESTED_SECTIONS]
                 if other != place
+                and not (place == "teacher" and other == "trainer")  # teacher.beta: divergence
                 for name in (trainer_fields(kind) if other == "trainer" else allowed[other])
                 if other and name.casefold() == key.casefold()
             ]

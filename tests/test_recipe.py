@@ -401,11 +401,16 @@ def test_a_length_penalty_takes_the_trainers_completion_length_and_refuses_anoth
     (tmp_path / "rows.jsonl").write_text('{"problem": "1 + 1", "solution": "\\boxed{2}"}\n')
     recipe = load_recipe(math, [*local, "trainer.max_completion_length=2048"], check_trainer=False)
     (overlong,) = [r for r in recipe.reward_functions if r.__name__ == "soft_overlong"]
-    assert overlong.max_completion_length == 2048 and overlong.cache_length == 256
+    assert overlong.max_completion_length == 2048 and overlong.cache_length == 409  # a fifth of the limit
     with pytest.raises(
-        RecipeError, match=r"rewards\[1\]\.params\.max_completion_length: 1024 differs from trainer"
+        RecipeError,
+        match=r"rewards\[1\]\.params\.max_completion_length: 1024 differs from trainer\.max_completion_length \(2048\)",
     ):
-        load_recipe(math, [*local, "rewards.1.params.max_completion_length=1024"], check_trainer=False)
+        load_recipe(
+            math,
+            [*local, "trainer.max_completion_length=2048", "rewards.1.params.max_completion_length=1024"],
+            check_trainer=False,
+        )
 
 
 @pytest.mark.parametrize("path", RECIPES, ids=[p.stem for p in RECIPES])

@@ -155,19 +155,28 @@ def _precision_problems(recipe: Recipe, config: Any, env: Mapping[str, str]) -> 
 
 
 def _master_weights_problem(
-    recipe: Recipe, env: Mapping[str, str], cuda_available: bool
+    recipe: Recipe,
+    config: Any,
+    env: Mapping[str, str],
+    cuda_available: bool,
+    bf16_supported: bool | None = None,
 ) -> RecipeError | None:
     """All weights trained in bfloat16/float16 without DeepSpeed or FSDP: DDP and a single process autocast, but
     AdamW then steps the half-precision weights themselves, with no float32 copy; updates far below a weight's
     precision (bf16 keeps 8 bits: a weight of 0.02 moves in steps of about 1e-4) round away. DeepSpeed keeps a
-    float32 master copy, and accelerate's FSDP upcasts the parameters it shards."""
+    float32 master copy, and accelerate's FSDP upcasts the parameters it shards (either set by the launch's
+    accelerate config or by the trainer section's `deepspeed` / `fsdp`)."""
     dtype = recipe.model.dtype
-    if dtype == "auto":
-        dtype = "bfloat16" if cuda_available else "float32"  # models.resolve_dtype's choice
+    if dtype == "auto":  # models.resolve_dtype's choice
+        if bf16_supported is None:
+            import torch
+
+            bf16_supported = cuda_available and torch.cuda.is_bf16_supported()
+        dtype = "bfloat16" if cuda_available and bf16_supported else "float32"
     sharded = any(
         env.get(name, "").lower() in TRUE_FLAGS
         for name in ("ACCELERATE_USE_DEEPSPEED", "ACCELERATE_USE_FSDP")
-    )
+    ) or bool(getattr(config, "deepspeed", None) or getattr(config, "fsdp", None))
     if dtype == "float32" or recipe.model.lora is not None or sharded:
         return None
     return RecipeError(
@@ -201,7 +210,7 @@ def preflight_problems(
         problems.append(RecipeError(recipe.source, "launcher", problem))
     if not cuda_available:
         problems += _precision_problems(recipe, config, env)
-    master = _master_weights_problem(recipe, env, cuda_available)
+    master = _master_weights_problem(recipe, config, env, cuda_available)
     problems += [master] if master else []
     if config.use_vllm and config.vllm_mode == "server":
         server = _server_problem(recipe, config, env)

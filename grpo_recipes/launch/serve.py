@@ -87,17 +87,20 @@ def recipe_serve_command(recipe: Recipe, host: str = "127.0.0.1", port: int | No
     )
 
 
-def tensor_parallel_sizes(heads: int, kv_heads: int, most: int) -> list[int]:
-    """The tensor-parallel sizes up to `most` that vLLM accepts for a model with `heads` attention heads and
-    `kv_heads` key/value heads: the size divides the heads, and the key/value heads divide it or it them.
+def tensor_parallel_sizes(heads: int, kv_heads: int, intermediate: int, most: int) -> list[int]:
+    """The tensor-parallel sizes up to `most` that vLLM accepts for a model with `heads` attention heads,
+    `kv_heads` key/value heads and an MLP of `intermediate` units: the size divides the heads and the MLP,
+    and the key/value heads divide it or it them.
 
-    >>> tensor_parallel_sizes(12, 2, 8), tensor_parallel_sizes(14, 2, 8), tensor_parallel_sizes(28, 4, 8)
-    ([1, 2, 4, 6], [1, 2], [1, 2, 4])
+    >>> tensor_parallel_sizes(12, 2, 8960, 8), tensor_parallel_sizes(14, 2, 4864, 8)
+    ([1, 2, 4], [1, 2])
     """
     return [
         size
         for size in range(1, most + 1)
-        if heads % size == 0 and (kv_heads % size == 0 if kv_heads >= size else size % kv_heads == 0)
+        if heads % size == 0
+        and intermediate % size == 0
+        and (kv_heads % size == 0 if kv_heads >= size else size % kv_heads == 0)
     ]
 
 
@@ -117,12 +120,14 @@ def tensor_parallel_problem(spec, size: int, most: int = 8) -> str | None:
     if not heads:
         return None
     kv_heads = getattr(config, "num_key_value_heads", None) or heads
-    sizes = tensor_parallel_sizes(heads, kv_heads, max(most, size))
+    intermediate = getattr(config, "intermediate_size", None) or heads
+    sizes = tensor_parallel_sizes(heads, kv_heads, intermediate, max(most, size))
     if size in sizes:
         return None
     return (
-        f"{spec.name_or_path} has {heads} attention heads ({kv_heads} key/value): vLLM splits them over the "
-        f"tensor-parallel GPUs, and {size} does not divide them; choose one of {', '.join(map(str, sizes))}."
+        f"{spec.name_or_path} has {heads} attention heads ({kv_heads} key/value) and an MLP of {intermediate}: "
+        f"vLLM splits them over the tensor-parallel GPUs, and {size} does not divide them; choose one of "
+        f"{', '.join(map(str, sizes))}."
     )
 
 

@@ -58,7 +58,7 @@ def _tokenizer_and_vocab_size(spec) -> tuple[Any, int | None]:
     folder = spec.name_or_path
     has_tokenizer = (Path(folder) / "tokenizer_config.json").is_file() or not Path(folder).exists()
     kwargs = {"revision": spec.revision, "trust_remote_code": spec.trust_remote_code}
-    tokenizer = AutoTokenizer.from_pretrained(folder if has_tokenizer else base, **kwargs)
+    tokenizer = AutoTokenizer.from_pretrained(folder if has_tokenizer else (base or folder), **kwargs)
     config = AutoConfig.from_pretrained(base or folder, **kwargs)
     return tokenizer, getattr(config.get_text_config(), "vocab_size", None)
 
@@ -104,9 +104,18 @@ def check_teacher_vocabulary(recipe: Recipe) -> str:
 def load_teacher(recipe: Recipe, student_vocab_size: int | None = None):
     """The teacher model in its dtype, on the CPU (the trainer places it): an adapter folder merged into its
     base model; output rows beyond `student_vocab_size` (padding, see `check_teacher_vocabulary`) dropped."""
+    from transformers.integrations import deepspeed as hf_deepspeed
+
     from ..evaluation.generate import load_eval_model
 
-    _, model = load_eval_model(recipe.teacher.name_or_path, teacher_model_spec(recipe))
+    # Under ZeRO-3, transformers would load it already partitioned (zero.Init), and an adapter cannot be merged
+    # into partitioned weights: it loads whole, and the trainer's DeepSpeed preparation partitions it.
+    zero3_config = hf_deepspeed._hf_deepspeed_config_weak_ref
+    hf_deepspeed._hf_deepspeed_config_weak_ref = None
+    try:
+        _, model = load_eval_model(recipe.teacher.name_or_path, teacher_model_spec(recipe))
+    finally:
+        hf_deepspeed._hf_deepspeed_config_weak_ref = zero3_config
     size = model.config.get_text_config().vocab_size
     if student_vocab_size is not None and size > student_vocab_size:
         model.resize_token_embeddings(student_vocab_size)
@@ -149,6 +158,11 @@ class RecipeDistillationTrainer(DistillationTrainer):
         import torch
 
         texts = self.processing_class.batch_decode(output["completion_ids"], skip_special_tokens=True)
+        # Token counts as GRPO passes them (length rewards count tokens, not estimate them from characters).
+        completion_ids = [
+            ids[mask.bool()].tolist()
+            for ids, mask in zip(output["completion_ids"], output["completion_mask"], strict=True)
+        ]
         conversational = isinstance(inputs[0]["prompt"], list)
         completions = (
             [[{"role": "assistant", "content": text}] for text in texts] if conversational else texts
@@ -158,7 +172,13 @@ class RecipeDistillationTrainer(DistillationTrainer):
         total = torch.zeros(len(texts))
         metrics = self._metrics["train"]
         for function, weight in zip(self.reward_functions, self.reward_weights, strict=True):
-            scores = function(prompts=prompts, completions=completions, **columns)
+            scores = function(
+                prompts=prompts,
+                completions=completions,
+                completion_ids=completion_ids,
+                trainer_state=self.state,
+                **columns,
+            )
             values = torch.tensor([float("nan") if s is None else float(s) for s in scores])
             gathered = self.accelerator.gather(values.to(self.accelerator.device)).cpu()
             metrics[f"rewards/{function.__name__}/mean"].append(torch.nanmean(gathered).item())

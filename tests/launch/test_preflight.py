@@ -352,8 +352,22 @@ def test_half_precision_weights_without_a_float32_copy_are_refused_before_loadin
     data = copy.deepcopy(MINIMAL)
     data["model"].update(model)
     recipe = parse_recipe(data, "r.yaml", name="r")
-    problem = pf._master_weights_problem(recipe, env, cuda_available=cuda)
+    problem = pf._master_weights_problem(recipe, None, env, cuda_available=cuda, bf16_supported=True)
     assert (problem is not None) == refused
     if refused:
         assert str(problem).startswith("r.yaml: model.dtype: bfloat16 with all weights trained and neither")
         assert "fix: add the override model.dtype=float32" in str(problem)
+
+
+def test_half_precision_weights_are_accepted_with_deepspeed_from_the_trainer_section_or_without_bf16():
+    data = copy.deepcopy(MINIMAL)
+    recipe = parse_recipe(data, "r.yaml", name="r")  # dtype auto, all weights
+
+    class Config:
+        deepspeed = "configs/ds_zero2.json"
+        fsdp = ""
+
+    assert pf._master_weights_problem(recipe, Config(), {}, cuda_available=True, bf16_supported=True) is None
+    # auto is float32 on a GPU without bfloat16 (V100, T4): nothing to refuse.
+    assert pf._master_weights_problem(recipe, None, {}, cuda_available=True, bf16_supported=False) is None
+    assert pf._master_weights_problem(recipe, None, {}, cuda_available=True, bf16_supported=True) is not None

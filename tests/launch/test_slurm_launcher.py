@@ -259,15 +259,19 @@ def _model_with_heads(folder, heads: int, kv_heads: int = 2):
     """A model folder with only a config: `heads` attention heads (Qwen2.5-1.5B has 12, 0.5B 14)."""
     from transformers import AutoConfig
 
-    AutoConfig.for_model(
-        "qwen2", num_attention_heads=heads, num_key_value_heads=kv_heads, hidden_size=8 * heads
+    AutoConfig.for_model(  # the MLP of Qwen2.5-1.5B (8,960 units: 6 does not divide it)
+        "qwen2",
+        num_attention_heads=heads,
+        num_key_value_heads=kv_heads,
+        hidden_size=8 * heads,
+        intermediate_size=8960,
     ).save_pretrained(folder)
     return folder
 
 
 @pytest.mark.parametrize(
     ("heads", "gpus", "refused"),
-    [(12, 8, "choose one of 1, 2, 4, 6."), (14, 4, "choose one of 1, 2."), (12, 4, None), (14, 2, None)],
+    [(12, 8, "choose one of 1, 2, 4."), (14, 4, "choose one of 1, 2."), (12, 4, None), (14, 2, None)],
 )
 def test_server_tensor_parallel_size_must_divide_the_models_attention_heads(
     launcher, tmp_path, heads, gpus, refused
@@ -276,7 +280,10 @@ def test_server_tensor_parallel_size_must_divide_the_models_attention_heads(
     result, records = launcher(VLLM_SERVER="1", VLLM_GPUS=str(gpus), ARGS=f"model.name_or_path={model}")
     if refused:
         assert result.returncode != 0 and not of(records, "srun")  # refused before anything starts
-        assert f"error: VLLM_GPUS={gpus}: {model} has {heads} attention heads (2 key/value)" in result.stderr
+        assert (
+            f"error: VLLM_GPUS={gpus}: {model} has {heads} attention heads (2 key/value) and an MLP of 8960"
+            in result.stderr
+        )
         assert refused in result.stderr
     else:
         assert result.returncode == 0, result.stderr

@@ -84,3 +84,27 @@ def test_the_sent_weights_are_base_plus_the_adapters_delta(tiny_model, dtype):
     assert merged[name].dtype == dtype and torch.allclose(
         merged[name].float(), expected, atol=1e-2 if dtype == torch.bfloat16 else 1e-6
     )
+
+
+def test_embedding_lora_is_merged_and_dora_keeps_trls_merge(tiny_model):
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    from grpo_recipes.launch.vllm_sync import merged_lora_weights, out_of_place_mergeable
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model)
+    model = get_peft_model(model, LoraConfig(r=4, target_modules=["embed_tokens", "q_proj"]))
+    for name, param in model.named_parameters():
+        if "lora_embedding_A" in name or "lora_B" in name:
+            param.data.normal_(0, 0.05)  # both zero-initialised by PEFT on one side
+    assert out_of_place_mergeable(model)
+    merged = merged_lora_weights(model)
+    embed = model.base_model.model.model.embed_tokens
+    name = "base_model.model.model.embed_tokens.base_layer.weight"
+    assert torch.allclose(
+        merged[name], embed.base_layer.weight + embed.get_delta_weight("default"), atol=1e-6
+    )
+    assert not torch.equal(merged[name], embed.base_layer.weight)  # the embedding's adapter is in it
+
+    dora = get_peft_model(AutoModelForCausalLM.from_pretrained(tiny_model), LoraConfig(r=4, use_dora=True))
+    assert not out_of_place_mergeable(dora)  # its magnitude vector merges otherwise: TRL's merge does it
