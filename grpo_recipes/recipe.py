@@ -740,8 +740,10 @@ def _check_teacher(recipe: Recipe, source: str, base_dir: Path | None) -> None:
     if teacher is None:
         return
     hint = f" (build it first: {teacher.build})" if teacher.build else ""
+    # A teacher with a build command is a folder this machine makes: never a Hub id (on a fresh clone,
+    # `outputs/code-cpu` would otherwise look like one).
     teacher.name_or_path = _model_location(
-        teacher.name_or_path, source, "teacher.name_or_path", base_dir, hint
+        teacher.name_or_path, source, "teacher.name_or_path", base_dir, hint, local=bool(teacher.build)
     )
     if not 0.0 <= teacher.beta <= 1.0:
         raise RecipeError(
@@ -765,9 +767,12 @@ def _check_teacher(recipe: Recipe, source: str, base_dir: Path | None) -> None:
             )
 
 
-def _model_location(value: str, source: str, key: str, base_dir: Path | None, hint: str = "") -> str:
+def _model_location(
+    value: str, source: str, key: str, base_dir: Path | None, hint: str = "", local: bool = False
+) -> str:
     """Where the model `value` is: a local folder (next to the recipe first, then from the working directory)
-    with a config.json or an adapter_config.json, or `value` itself when it is shaped like a Hub id."""
+    with a config.json or an adapter_config.json, or `value` itself when it is shaped like a Hub id (unless
+    `local`: then it must be a folder)."""
     path = Path(value).expanduser()
     places = (
         [Path(os.path.normpath(base_dir / path))] if base_dir is not None and not path.is_absolute() else []
@@ -786,7 +791,8 @@ def _model_location(value: str, source: str, key: str, base_dir: Path | None, hi
             raise RecipeError(source, key, f"{place} is a file, not a model folder.")
     first = value.split("/")[0]
     local = (
-        value.startswith((".", "/", "~"))
+        local
+        or value.startswith((".", "/", "~"))
         or not HUB_ID.match(value)
         or ("/" in value and Path(first).is_dir())
     )

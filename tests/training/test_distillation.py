@@ -67,7 +67,8 @@ def test_a_teacher_selects_the_distillation_trainer_and_its_divergence(stub_reci
         (["teacher.temperature=0.5"], "teacher", "unknown key 'temperature'"),
     ],
 )
-def test_teacher_recipe_mistakes_name_their_key(stub_recipe, overrides, key, says):
+def test_teacher_recipe_mistakes_name_their_key(stub_recipe, overrides, key, says, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # no outputs/ folder here, as on a fresh clone
     with pytest.raises(RecipeError) as err:
         stub_recipe(*overrides)
     assert f": {key}: " in str(err.value) and says in str(err.value), str(err.value)
