@@ -427,6 +427,7 @@ def test_every_recipe_validates_and_dry_runs(path, capsys, monkeypatch):
 
 
 @pytest.mark.slow
+@pytest.mark.long  # about two minutes over every recipe; each recipe's pieces have faster tests of their own
 @pytest.mark.parametrize("path", RECIPES, ids=[p.stem for p in RECIPES])
 def test_every_recipe_trains_one_step_on_a_tiny_model(path, tiny_model, tmp_path):
     """Each recipe's prompts, rewards, LoRA setting and loss through one real GRPO step, on the tiny model,

@@ -14,6 +14,9 @@ import sys
 import pytest
 from support import REPO
 
+# Each test starts the script with a dozen stand-in processes: the file takes about two minutes.
+pytestmark = pytest.mark.long
+
 SCRIPT = REPO / "scripts" / "slurm" / "train.sbatch"
 HOSTS = ["node-a", "node-b", "node-c"]
 GSM8K_MODEL = "Qwen/Qwen2.5-1.5B-Instruct"  # recipes/gsm8k.yaml's model.name_or_path

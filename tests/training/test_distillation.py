@@ -139,6 +139,7 @@ def _mean_reverse_kl(student_path, teacher_path, texts) -> float:
     return total / count
 
 
+@pytest.mark.long  # about a minute; the smoke tier distils under two processes too
 def test_a_tiny_student_distilled_from_a_tiny_teacher_end_to_end(tiny_model, tmp_path):
     from transformers import AutoModelForCausalLM
 
