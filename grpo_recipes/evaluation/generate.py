@@ -104,6 +104,13 @@ def adapter_base(path: str) -> str | None:
     return json.loads(config.read_text()).get("base_model_name_or_path")
 
 
+def tokenizer_source(path: str) -> str:
+    """Where the tokenizer of `path` is: the folder itself (or a Hub id), else the base model an adapter names."""
+    if (Path(path) / "tokenizer_config.json").is_file() or not Path(path).exists():
+        return path
+    return adapter_base(path) or path
+
+
 def load_eval_model(path: str, spec: ModelSpec, device: str = "cpu"):
     """(tokenizer, model) for `path`: a full model, or an adapter merged into its base, in the recipe's dtype."""
     from dataclasses import replace
@@ -111,8 +118,7 @@ def load_eval_model(path: str, spec: ModelSpec, device: str = "cpu"):
     from ..models import load_model, load_tokenizer
 
     base = adapter_base(path)
-    has_tokenizer = (Path(path) / "tokenizer_config.json").is_file() or not Path(path).exists()
-    tokenizer = load_tokenizer(replace(spec, name_or_path=path if has_tokenizer else (base or path)))
+    tokenizer = load_tokenizer(replace(spec, name_or_path=tokenizer_source(path)))
     if base is None:
         model = load_model(replace(spec, name_or_path=path))
     else:

@@ -48,18 +48,15 @@ def teacher_model_spec(recipe: Recipe):
 def _tokenizer_and_vocab_size(spec) -> tuple[Any, int | None]:
     """The tokenizer of a model or adapter folder (an adapter's own, else its base's), and its config's
     vocab_size (the base's for an adapter); no weights are read."""
-    from pathlib import Path
 
     from transformers import AutoConfig, AutoTokenizer
 
-    from ..evaluation.generate import adapter_base
+    from ..evaluation.generate import adapter_base, tokenizer_source
 
-    base = adapter_base(spec.name_or_path)
     folder = spec.name_or_path
-    has_tokenizer = (Path(folder) / "tokenizer_config.json").is_file() or not Path(folder).exists()
     kwargs = {"revision": spec.revision, "trust_remote_code": spec.trust_remote_code}
-    tokenizer = AutoTokenizer.from_pretrained(folder if has_tokenizer else (base or folder), **kwargs)
-    config = AutoConfig.from_pretrained(base or folder, **kwargs)
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_source(folder), **kwargs)
+    config = AutoConfig.from_pretrained(adapter_base(folder) or folder, **kwargs)
     return tokenizer, getattr(config.get_text_config(), "vocab_size", None)
 
 
