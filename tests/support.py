@@ -120,7 +120,8 @@ def tiny_recipe(model: Path, output_dir: Path, **trainer) -> dict:
 
 def stand_in_teacher(path: Path, overrides: list[str] | None = None) -> list[str]:
     """Overrides that let a distillation recipe load where its teacher, a run of this repository, is not built:
-    the student stands in for it (the same tokenizer). None for other recipes, or where the teacher is here."""
+    the student stands in for it (the same tokenizer), found as the student is (its build command dropped: on a
+    fresh clone the student's own folder may be missing too). None for other recipes, or where the teacher is here."""
     from grpo_recipes.recipe import read_recipe_data
 
     data = read_recipe_data(Path(path), list(overrides or []))
@@ -132,4 +133,4 @@ def stand_in_teacher(path: Path, overrides: list[str] | None = None) -> list[str
         return []  # a Hub id: checked as one
     if any((place / "config.json").is_file() or (place / "adapter_config.json").is_file() for place in local):
         return []
-    return [f"teacher.name_or_path={data['model']['name_or_path']}"]
+    return [f"teacher.name_or_path={data['model']['name_or_path']}", "teacher.build=null"]
