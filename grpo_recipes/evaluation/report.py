@@ -880,6 +880,14 @@ def render_report_md(run: RunFolder, pictures: list[str]) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
+def _plotting_available() -> bool:
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
 def write_report(run_dir: str | Path) -> list[Path]:
     """Write report.png, reward_curve.png and report.md into a run folder, from its files; returns the paths.
 
@@ -887,10 +895,13 @@ def write_report(run_dir: str | Path) -> list[Path]:
     """
     run = read_run(run_dir)
     written = []
-    for name, plot, title in (
+    plots = [
         (REPORT_PNG, plot_report, f"{run.path.name}: {run_method(run)} training"),
         (REWARD_CURVE_PNG, plot_reward_curve, f"{run.path.name}: reward"),
-    ):
+    ]
+    if not _plotting_available():
+        plots = []  # a machine without matplotlib (the GPU check's wheels leave it out) still gets report.md
+    for name, plot, title in plots:
         path = plot(run.log_history, run.path / name, title=title)
         if path is not None:
             written.append(path)

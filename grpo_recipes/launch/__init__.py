@@ -7,6 +7,7 @@
 - ``vllm_sync``: the weight sync into vLLM with a LoRA adapter merged out of place (the base never written).
 - ``vllm_cpu``: weight syncs into vLLM when the policy is on a CPU.
 - ``memory``: memory per GPU estimated from a model's shapes (the line in each GPU recipe's header).
+- ``gpu_check``: ``make gpu-wheels`` and ``make gpu-check``, the CUDA paths proven on one GPU, offline.
 
 May import the shared modules of ``grpo_recipes``; never ``training`` (smoke runs start
 ``scripts/train.py`` as processes of their own) or ``evaluation``.

@@ -515,7 +515,7 @@ def train(
     # 5. The held-out evaluation again, the summary and the report.
     if held_out.enabled:
         held_out.run("after", reuse_saved=False)
-    ended = {"global_step": trainer.state.global_step}
+    ended = {"global_step": trainer.state.global_step, "policy": _policy_placement(trainer.model)}
     if curriculum is not None:
         ended["curriculum"] = {
             "level": curriculum.controller.level,
@@ -544,6 +544,18 @@ def train(
         _write_run_report(out, log)  # again, now with the after-evaluation and summary.json
         _log_run_end(summary, out, recipe, _distribution_info(trainer), log)
     return summary
+
+
+def _policy_placement(model) -> dict[str, Any]:
+    """Where the trained policy is and in which dtype (its embedding's: a LoRA adapter is float32 over it),
+    with this process's peak GPU memory: what the GPU check asserts (`launch/gpu_check.py`)."""
+    import torch
+
+    first = next(model.parameters())
+    placement = {"device": str(first.device), "dtype": str(first.dtype).removeprefix("torch.")}
+    if torch.cuda.is_available():
+        placement["peak_gpu_memory_gb"] = round(torch.cuda.max_memory_allocated() / 1e9, 2)
+    return placement
 
 
 def _resume_point(out: Path, resume: bool, state, log) -> str | None:

@@ -6,6 +6,8 @@ import json
 import math
 import re
 import struct
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -290,3 +292,19 @@ def test_report_table_and_curve(tmp_path):
     assert reward_series(history) == (list(range(1, 8)), [i / 10 for i in range(1, 8)])
     assert plot_reward_curve(history, tmp_path / "c.png").read_bytes()[:4] == b"\x89PNG"
     assert plot_reward_curve([], tmp_path / "none.png") is None
+
+
+def test_report_without_matplotlib_still_writes_report_md(tmp_path):
+    """The GPU check's wheels leave matplotlib out: report.md is written, without plots or links to them."""
+    run = write_run_folder(tmp_path / "run", history())
+    code = (
+        "import sys; sys.modules['matplotlib'] = None\n"  # import matplotlib now raises ImportError
+        "from grpo_recipes.evaluation.report import write_report\n"
+        f"print([p.name for p in write_report({str(run)!r})])\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == f"[{REPORT_MD!r}]"
+    assert not (run / REPORT_PNG).exists() and not (run / "reward_curve.png").exists()
+    text = (run / REPORT_MD).read_text()
+    assert "| after GRPO | 40.0 % [33.0, 47.0] (80/200)" in text
+    assert all((run / link).exists() for link in linked_files(text))
