@@ -75,6 +75,9 @@ class LoraSpec:
     alpha: int = 32
     dropout: float = 0.05
     target_modules: list[str] | str = "all-linear"
+    vllm_sync: Literal["adapter", "merged"] = "adapter"
+    """How the policy reaches vLLM before each generation: the adapter alone (vLLM keeps the base weights it
+    loaded; colocate mode, where vLLM can serve the adapter), or merged into every weight (TRL's sync)."""
 
 
 @dataclass
@@ -233,6 +236,16 @@ class TeacherSpec:
     set here because GRPO's `trainer.beta` (a KL penalty) means something else."""
     build: str | None = None
     """The command that makes a local teacher (a training run of this repository): named when it is missing."""
+    samples: Literal["student", "teacher"] = "student"
+    """Who writes the completions the divergence is taken along: the student (on-policy distillation) or the
+    teacher (off-policy: the student matches the teacher's distributions along the teacher's own samples, the
+    classic word-level distillation on teacher-written text). The teacher samples with transformers: vLLM holds
+    the student's weights."""
+    estimator: Literal["full_vocabulary", "sampled_token"] = "full_vocabulary"
+    """full_vocabulary: TRL's loss, the divergence summed over the whole vocabulary at each position of the
+    sample. sampled_token: only the sampled token's log-ratio, log teacher - log student, as a per-token
+    advantage in a policy-gradient loss (an unbiased estimate of the reverse KL's gradient from one token a
+    position, noisier); with reverse_kl on the student's samples only."""
 
     @property
     def beta(self) -> float:
@@ -750,6 +763,21 @@ def _check_teacher(recipe: Recipe, source: str, base_dir: Path | None) -> None:
             source,
             "teacher.divergence",
             f"reverse_kl, forward_kl, jsd or a number from 0 (forward KL) to 1 (reverse KL), got {teacher.divergence}.",
+        )
+    if teacher.samples == "teacher" and recipe.trainer.get("use_vllm"):
+        raise RecipeError(
+            source,
+            "teacher.samples",
+            "teacher: the teacher samples with transformers, and vLLM would hold the student's weights "
+            "(set trainer.use_vllm: false, or teacher.samples: student).",
+        )
+    if teacher.estimator == "sampled_token" and (teacher.samples != "student" or teacher.beta != 1.0):
+        raise RecipeError(
+            source,
+            "teacher.estimator",
+            "sampled_token estimates the reverse KL's gradient from the student's own samples: it needs "
+            f"teacher.divergence: reverse_kl and teacher.samples: student (got {teacher.divergence}, "
+            f"{teacher.samples}).",
         )
     unsupported = [
         ("tools", bool(recipe.tools)),

@@ -15,7 +15,9 @@ What this module adds to TRL's trainer:
   refuses the pair as it is.
 * `RecipeDistillationTrainer`: vLLM generation on a CPU as for GRPO (`grpo_recipes.launch.vllm_cpu`), and the
   recipe's rewards scored on every sample and logged as `reward`. They train nothing; they make a distillation
-  run's step line, curves and report read like a GRPO run's, so that the two compare on the same task.
+  run's step line, curves and report read like a GRPO run's, so that the two compare on the same task. Two
+  variants for comparison (`TeacherSpec.samples`, `TeacherSpec.estimator`): the teacher writes the samples
+  (off-policy distillation), or the loss reads only the sampled token's log-ratio (a per-token advantage).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from trl import DistillationTrainer
 from trl.trainer import distillation_trainer
 
 from ..recipe import Recipe, RecipeError
-from .trainer import vllm_generation_class
+from .trainer import log_syncs, vllm_generation_class
 
 
 def teacher_model_spec(recipe: Recipe):
@@ -125,13 +127,43 @@ class RecipeDistillationTrainer(DistillationTrainer):
     recipe's rewards of the student's samples (`reward`, `rewards/<name>/mean`) without training on them."""
 
     def __init__(
-        self, *args: Any, reward_functions: list[Any] = (), reward_weights: list[float] = (), **kwargs
+        self,
+        *args: Any,
+        reward_functions: list[Any] = (),
+        reward_weights: list[float] = (),
+        samples: str = "student",
+        estimator: str = "full_vocabulary",
+        adapter_sync: bool = False,
+        **kwargs,
     ):
         self.reward_functions, self.reward_weights = list(reward_functions), list(reward_weights)
+        self.samples, self.estimator = samples, estimator
         from ..launch.vllm_cpu import replaced
 
-        with replaced(distillation_trainer, "VLLMGeneration", vllm_generation_class(kwargs["args"])):
+        with replaced(
+            distillation_trainer, "VLLMGeneration", vllm_generation_class(kwargs["args"], adapter_sync)
+        ):
             super().__init__(*args, **kwargs)
+        if (
+            samples == "teacher"
+            and self.is_deepspeed_enabled
+            and self.accelerator.state.deepspeed_plugin.zero_stage == 3
+        ):
+            # TRL's generation context would gather and unhook the teacher's engine as if it trained.
+            raise ValueError(
+                "teacher.samples: teacher is not supported under ZeRO-3; launch with ZeRO-2 or DDP"
+            )
+        if estimator == "sampled_token":
+            for model in (self.model, self.teacher_model):
+                config = self.accelerator.unwrap_model(model).config.get_text_config()
+                if any(
+                    getattr(config, key, None)
+                    for key in ("logit_scale", "final_logit_softcapping", "logits_scaling")
+                ):
+                    raise ValueError(
+                        f"teacher.estimator: sampled_token reads logits from the output layer alone; "
+                        f"{config.model_type} scales or caps them (use full_vocabulary)"
+                    )
 
     @property
     def generation_backend(self) -> str:
@@ -141,12 +173,78 @@ class RecipeDistillationTrainer(DistillationTrainer):
     def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
         if "loss" in logs and "eval_loss" not in logs:  # the loss is the divergence: named so in the report
             logs["divergence"] = logs["loss"]
+            sampled = self._metrics["train"].pop("sampled_reverse_kl", None)
+            if sampled:  # the sampled-token loss is a surrogate: log its estimate of the reverse KL instead
+                logs["divergence"] = sum(sampled) / len(sampled)
         super().log(logs, start_time)
+
+    def _generate_single_turn(self, prompt_ids, *args, **kwargs):
+        """The student's samples (on-policy), or the teacher's: TRL's generation, run on the teacher's model."""
+        if self.samples != "teacher":
+            return super()._generate_single_turn(prompt_ids, *args, **kwargs)
+        student = self.model_wrapped
+        self.model_wrapped = self.teacher_model
+        try:
+            return super()._generate_single_turn(prompt_ids, *args, **kwargs)
+        finally:
+            self.model_wrapped = student
+
+    def _compute_loss(self, unwrapped_student, inputs, num_items_in_batch):
+        if self.estimator == "full_vocabulary":
+            return super()._compute_loss(unwrapped_student, inputs, num_items_in_batch)
+        return self._sampled_token_loss(unwrapped_student, inputs, num_items_in_batch)
+
+    def _sampled_token_loss(self, unwrapped_student, inputs, num_items_in_batch):
+        """The sampled-token estimator: at each position only the token the student drew, y, with the per-token
+        advantage A = log teacher(y) - log student(y) (held constant) in the loss -A * log student(y). Its
+        gradient is, in expectation over the student's samples, the reverse KL's per-position gradient (the
+        sampled-token form published on-policy distillation work calls unstable). Returns (loss, entropy sum,
+        valid tokens), as TRL's `_compute_loss` does; the k1 estimate of the reverse KL is logged."""
+        import torch
+
+        input_ids = torch.cat([inputs["prompt_ids"], inputs["completion_ids"]], dim=1)
+        attention_mask = torch.cat([inputs["prompt_mask"], inputs["completion_mask"]], dim=1)
+        tokens = inputs["completion_ids"]
+        mask = inputs["completion_mask"]
+        if "tool_mask" in inputs:
+            mask = mask * inputs["tool_mask"]
+        mask = mask.float()
+        keep = tokens.size(1)
+        hidden = self._get_last_hidden_state(unwrapped_student, input_ids, attention_mask, keep)
+        self.teacher_model.eval()
+        unwrapped_teacher = self.accelerator.unwrap_model(self.teacher_model)
+        with torch.no_grad():
+            teacher_hidden = self._forward_redirection(
+                self.teacher_model,
+                unwrapped_teacher,
+                self._get_last_hidden_state,
+                unwrapped_teacher,
+                input_ids,
+                attention_mask,
+                keep,
+            )
+            teacher_logits = unwrapped_teacher.get_output_embeddings()(teacher_hidden).float()
+            teacher_logp = torch.log_softmax(teacher_logits / self.temperature, dim=-1)
+            teacher_token = teacher_logp.gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
+        logits = unwrapped_student.get_output_embeddings()(hidden).float()
+        student_logp = torch.log_softmax(logits / self.temperature, dim=-1)
+        student_token = student_logp.gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
+        advantage = (teacher_token - student_token).detach()
+        total = -(advantage * student_token * mask).sum()
+        valid = mask.sum()
+        loss = total / (num_items_in_batch if num_items_in_batch is not None else valid.clamp(min=1.0))
+        with torch.no_grad():
+            entropy = -(student_logp.exp() * student_logp).sum(-1)
+            self._metrics["train" if self.model.training else "eval"]["sampled_reverse_kl"].append(
+                (-(advantage * mask).sum() / valid.clamp(min=1.0)).item()
+            )
+        return loss, (entropy * mask).sum(), valid
 
     def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
         output = super()._generate_and_score_completions(inputs)
         if self.model.training and self.reward_functions:
             self._log_rewards(inputs, output)
+        log_syncs(self)
         return output
 
     def _log_rewards(self, inputs: list[dict[str, Any]], output: dict[str, Any]) -> None:

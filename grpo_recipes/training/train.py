@@ -177,6 +177,10 @@ def check(recipe: Recipe, load_data: bool = True, log=print) -> None:
             _log_first_demonstration(recipe, warmup_rows(recipe, splits), log)
     for warning in pool_warnings(recipe, config):
         log(f"warning: {warning}")
+    from ..launch.vllm_adapter import planned_sync
+
+    if planned_sync(recipe) is not None:
+        log(f"vLLM weight sync: {planned_sync(recipe)}")
     if recipe.teacher is not None:
         log(_checked_teacher(recipe))
     rewards = ", ".join(f"{s.name} (weight {s.weight})" for s in recipe.rewards)
@@ -332,6 +336,8 @@ def _write_run_report(out: Path, log) -> None:
 
 def _distribution_info(trainer) -> dict[str, Any]:
     """How the run is spread: processes, accelerate's distributed type, ZeRO stage, generation back-end."""
+    from .trainer import vllm_sync_used
+
     state = trainer.accelerator.state
     deepspeed = getattr(state, "deepspeed_plugin", None)
     return {
@@ -340,6 +346,7 @@ def _distribution_info(trainer) -> dict[str, Any]:
         "zero_stage": deepspeed.zero_stage if deepspeed is not None else None,
         "mixed_precision": str(state.mixed_precision),
         "generation": trainer.generation_backend,
+        "vllm_sync": vllm_sync_used(trainer),
     }
 
 
@@ -470,6 +477,7 @@ def train(
     common = dict(
         model=model, args=config, train_dataset=splits.train, processing_class=tokenizer, callbacks=callbacks
     )
+    adapter_sync = recipe.model.lora is not None and recipe.model.lora.vllm_sync == "adapter"
     if recipe.teacher is not None:
         from .distillation import RecipeDistillationTrainer, load_teacher
 
@@ -480,6 +488,9 @@ def train(
             peft_config=peft_config,
             reward_functions=recipe.reward_functions,
             reward_weights=[spec.weight for spec in recipe.rewards],
+            samples=recipe.teacher.samples,
+            estimator=recipe.teacher.estimator,
+            adapter_sync=adapter_sync,
         )
     else:
         from .trainer import RecipeGRPOTrainer
@@ -494,8 +505,13 @@ def train(
             environment_factory=toolset.environment_factory,
             tool_stats=toolset.stats if toolset.enabled else None,
             curriculum=curriculum,
+            adapter_sync=adapter_sync,
         )
     held_out.trainer = trainer
+    from .trainer import vllm_sync_used
+
+    if vllm_sync_used(trainer) is not None:
+        rank_log(f"vLLM weight sync: {vllm_sync_used(trainer)}")
     quiet_raw_logs(trainer)  # the step line replaces transformers' raw dict of every log
     if main:
         _update_json(out / "run_info.json", _distribution_info(trainer))

@@ -4,6 +4,8 @@ TRL's vLLM back-end is built as `grpo_recipes.launch.vllm_sync.RecipeVLLMGenerat
 leaves the base weights as loaded (TRL's merges and unmerges in place, which drifts in bfloat16). When
 `use_vllm` is on and the policy is on a CPU (tests, `make smoke`,
 small local runs), TRL's vLLM back-end is swapped for `vllm_cpu.CPUVLLMGeneration` while the trainer builds it.
+Either is wrapped by `grpo_recipes.launch.vllm_adapter`: in colocate mode vLLM serves the LoRA adapter and each
+sync sends the adapter alone (`model.lora.vllm_sync`), and every sync's seconds and bytes are logged.
 With `dynamic_sampling` (the recipe's `sampling.dynamic`), training batches hold informative groups only
 (`grpo_recipes.training.dynamic_sampling`); it wraps TRL's `_generate_and_score_completions`
 (tests/training/test_dynamic_sampling.py pins what it relies on).
@@ -46,16 +48,37 @@ def policy_on_cpu(args: Any) -> bool:
     return bool(args.use_cpu) or not torch.cuda.is_available()
 
 
-def vllm_generation_class(args: Any) -> type:
+def vllm_generation_class(args: Any, adapter_sync: bool = False) -> type:
     """The vLLM back-end the trainer builds: TRL's, with LoRA merged out of place for each weight sync
-    (`grpo_recipes.launch.vllm_sync`), and with syncs vLLM's CPU build accepts when the policy is on a CPU."""
+    (`grpo_recipes.launch.vllm_sync`), and with syncs vLLM's CPU build accepts when the policy is on a CPU;
+    with `adapter_sync`, vLLM serves the LoRA adapter instead where it can (`grpo_recipes.launch.vllm_adapter`)."""
     if args.use_vllm and policy_on_cpu(args):
-        from ..launch.vllm_cpu import CPUVLLMGeneration
+        from ..launch.vllm_cpu import CPUVLLMGeneration as generation
+    else:
+        from ..launch.vllm_sync import RecipeVLLMGeneration as generation
+    from ..launch.vllm_adapter import with_adapter_sync
 
-        return CPUVLLMGeneration
-    from ..launch.vllm_sync import RecipeVLLMGeneration
+    return with_adapter_sync(generation, adapter_sync)
 
-    return RecipeVLLMGeneration
+
+def vllm_sync_used(trainer: Any) -> str | None:
+    """How the weights reach vLLM in this run: `adapter`, or `merged` with the reason; None without vLLM."""
+    generation = getattr(trainer, "vllm_generation", None)
+    if not getattr(trainer, "use_vllm", False) or generation is None:
+        return None
+    fallback = generation.adapter_sync_fallback
+    return "adapter" if fallback is None else f"merged ({fallback})"
+
+
+def log_syncs(trainer: Any) -> None:
+    """The vLLM weight syncs since the last call, as `vllm/sync_seconds` and `vllm/sync_mb` (each sync's mean)."""
+    syncs = getattr(getattr(trainer, "vllm_generation", None), "syncs", None)
+    if not syncs:
+        return
+    metrics = trainer._metrics["train" if trainer.model.training else "eval"]
+    metrics["vllm/sync_seconds"].append(sum(s for s, _ in syncs) / len(syncs))
+    metrics["vllm/sync_mb"].append(sum(b for _, b in syncs) / len(syncs) / 1e6)
+    syncs.clear()
 
 
 class RecipeGRPOTrainer(GRPOTrainer):
@@ -68,6 +91,7 @@ class RecipeGRPOTrainer(GRPOTrainer):
         max_rounds: int = 4,
         tool_stats: Any = None,
         curriculum: Curriculum | None = None,
+        adapter_sync: bool = False,
         **kwargs: Any,
     ):
         self.dynamic_sampling, self.max_rounds = dynamic_sampling, max_rounds
@@ -78,7 +102,7 @@ class RecipeGRPOTrainer(GRPOTrainer):
         self._padding_prompt: list[int] | None = None
         from ..launch.vllm_cpu import replaced
 
-        with replaced(grpo_trainer, "VLLMGeneration", vllm_generation_class(kwargs["args"])):
+        with replaced(grpo_trainer, "VLLMGeneration", vllm_generation_class(kwargs["args"], adapter_sync)):
             super().__init__(*args, **kwargs)
 
     @property
@@ -152,6 +176,7 @@ class RecipeGRPOTrainer(GRPOTrainer):
             inputs = [self.curriculum.at_current_level(row, self.train_dataset) for row in inputs]
         output = self._generate_and_score(inputs)
         self._log_tool_counts("train" if self.model.training else "eval")
+        log_syncs(self)
         return output
 
     def _generate_and_score(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:

@@ -85,7 +85,8 @@ def test_colocate_sync_reaches_vllm_and_restores(tiny_model, tmp_path, lora):
     )
     assert result.returncode == 0, result.stderr[-3000:]
     probe = json.loads(result.stdout.strip().splitlines()[-1])
-    assert probe["generation"] == "CPUVLLMGeneration" and probe["backend"] == "vllm-colocate"
+    # The merged sync (no adapter sync asked for), measured: TRL's back-end with the CPU build's sync.
+    assert probe["generation"] == "MeasuredSyncCPUVLLMGeneration" and probe["backend"] == "vllm-colocate"
     assert probe["perturbed"] != probe["original"]
     if lora:
         # PEFT merges the adapter into the base weights for the sync and subtracts it again: float rounding

@@ -65,6 +65,22 @@ def test_a_teacher_selects_the_distillation_trainer_and_its_divergence(stub_reci
         ),
         (["teacher.name_or_path=./nowhere"], "teacher.name_or_path", "no model folder at"),
         (["teacher.temperature=0.5"], "teacher", "unknown key 'temperature'"),
+        (
+            ["teacher.samples=teacher", "trainer.use_vllm=true"],
+            "teacher.samples",
+            "vLLM would hold the student",
+        ),
+        (["teacher.samples=both"], "teacher.samples", "allowed: student, teacher"),
+        (
+            ["teacher.estimator=sampled_token", "teacher.divergence=forward_kl"],
+            "teacher.estimator",
+            "it needs teacher.divergence: reverse_kl and teacher.samples: student",
+        ),
+        (
+            ["teacher.estimator=sampled_token", "teacher.samples=teacher"],
+            "teacher.estimator",
+            "(got reverse_kl, teacher)",
+        ),
     ],
 )
 def test_teacher_recipe_mistakes_name_their_key(stub_recipe, overrides, key, says, tmp_path, monkeypatch):
@@ -214,3 +230,107 @@ def test_distill_cpu_without_its_teacher_stops_in_one_line_naming_the_command_th
         "(build it first: make train RECIPE=code-cpu); give an existing folder or a Hub id such "
         "as 'Qwen/Qwen2.5-0.5B'."
     ), line
+
+
+@pytest.fixture
+def tiny_pair(tiny_model, tmp_path):
+    """A DistillationTrainer of this repository on the tiny student and a tiny teacher (other weights, the same
+    tokenizer), built as train() builds it; `make(**teacher_keys)`."""
+    from grpo_recipes.data import load_splits
+    from grpo_recipes.local_model import make_tiny_model, smollm2_gguf_path
+    from grpo_recipes.models import load_model, load_tokenizer
+    from grpo_recipes.training.distillation import RecipeDistillationTrainer, load_teacher
+
+    teacher = make_tiny_model(tmp_path / "teacher", smollm2_gguf_path(), seed=1)
+
+    def make(**keys):
+        data = distill_recipe(tiny_model, teacher, tmp_path / "run", max_steps=1, temperature=1.0)
+        data["teacher"].update(keys)
+        recipe = load_recipe(write_recipe(tmp_path / "distill.yaml", data))
+        model = load_model(recipe.model)
+        return RecipeDistillationTrainer(
+            model=model,
+            args=trainer_config(recipe),
+            train_dataset=load_splits(recipe).train,
+            processing_class=load_tokenizer(recipe.model),
+            teacher_model=load_teacher(recipe, model.config.vocab_size),
+            samples=recipe.teacher.samples,
+            estimator=recipe.teacher.estimator,
+        )
+
+    return make
+
+
+def _greedy(model, prompt_ids, tokens):
+    import torch
+
+    with torch.no_grad():
+        out = model.generate(torch.tensor(prompt_ids), do_sample=False, max_new_tokens=tokens)
+    return out[:, len(prompt_ids[0]) :].tolist()
+
+
+def test_off_policy_samples_are_the_teachers(tiny_pair):
+    """`teacher.samples: teacher`: TRL's generation runs on the teacher's model (greedy here, so comparable)."""
+    trainer = tiny_pair(samples="teacher")
+    trainer.generation_config.do_sample = False
+    trainer.generation_config.min_new_tokens = trainer.generation_config.max_new_tokens = 6
+    prompt = [trainer.processing_class("Calculate 3 + 4.")["input_ids"]]
+    sampled = trainer._generate_single_turn(prompt, None, {})
+    assert sampled == _greedy(trainer.teacher_model, prompt, 6)
+    assert sampled != _greedy(trainer.model, prompt, 6)  # two random models: different greedy text
+    assert trainer.model_wrapped is trainer.model  # the student is back in place
+
+
+def test_the_sampled_token_loss_reads_the_drawn_tokens_log_ratio(tiny_pair):
+    """The loss and the logged reverse-KL estimate, against log-probabilities computed from each model's own
+    forward pass: the token at each completion position, log teacher - log student as the advantage."""
+    import torch
+
+    trainer = tiny_pair(estimator="sampled_token")
+    trainer.model.train()  # as in a training step (the metric goes to the training log)
+    tokenizer = trainer.processing_class
+    prompt = torch.tensor([tokenizer("Calculate 3 + 4.")["input_ids"]] * 2)
+    completion = torch.tensor(
+        [tokenizer(" 7. Answer: 7")["input_ids"], tokenizer(" 12 and 9 more")["input_ids"]]
+    )
+    mask = torch.ones_like(completion)
+    mask[1, -2:] = 0  # the second sample ended early
+    inputs = {
+        "prompt_ids": prompt,
+        "prompt_mask": torch.ones_like(prompt),
+        "completion_ids": completion,
+        "completion_mask": mask,
+    }
+    loss, entropy_sum, valid = trainer._sampled_token_loss(trainer.model, inputs, None)
+
+    ids = torch.cat([prompt, completion], dim=1)
+    with torch.no_grad():
+        start = prompt.shape[1] - 1  # the logits at position i predict token i + 1
+        student = torch.log_softmax(trainer.model(ids).logits[:, start:-1].float(), -1)
+        teacher = torch.log_softmax(trainer.teacher_model(ids).logits[:, start:-1].float(), -1)
+    s = student.gather(-1, completion.unsqueeze(-1)).squeeze(-1)
+    t = teacher.gather(-1, completion.unsqueeze(-1)).squeeze(-1)
+    m = mask.float()
+    assert valid.item() == m.sum().item()
+    assert loss.item() == pytest.approx((-((t - s) * s * m).sum() / m.sum()).item(), rel=1e-4)
+    logged = trainer._metrics["train"]["sampled_reverse_kl"][-1]
+    assert logged == pytest.approx((((s - t) * m).sum() / m.sum()).item(), rel=1e-4)
+    assert entropy_sum.item() == pytest.approx(
+        (-(student.exp() * student).sum(-1) * m).sum().item(), rel=1e-4
+    )
+    # Its gradient flows into the student only, through the drawn tokens' log-probabilities.
+    loss.backward()
+    assert any(p.grad is not None and p.grad.abs().sum() > 0 for p in trainer.model.parameters())
+    assert all(p.grad is None for p in trainer.teacher_model.parameters())
+
+
+@pytest.mark.parametrize("keys", [{"samples": "teacher"}, {"estimator": "sampled_token"}])
+def test_each_variant_trains_a_step(tiny_pair, keys):
+    trainer = tiny_pair(**keys)
+    before = [p.detach().clone() for p in trainer.model.parameters()]
+    trainer.train()
+    logged = [h for h in trainer.state.log_history if "divergence" in h]
+    assert len(logged) == 1 and math.isfinite(logged[0]["divergence"])
+    if "estimator" in keys:  # the surrogate loss is not a divergence: its reverse-KL estimate is logged
+        assert logged[0]["divergence"] != logged[0]["loss"]
+    assert any(not (a == b).all() for a, b in zip(before, trainer.model.parameters(), strict=True))

@@ -1,0 +1,111 @@
+"""vLLM serves the LoRA adapter: which recipes sync the adapter and why the others do not, and, on vLLM's CPU
+build, the adapter served after each sync against the PEFT policy that trains."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from support import tiny_recipe, write_recipe
+
+from grpo_recipes.launch.vllm_adapter import lora_config_problem, planned_sync, round_lora_rank
+from grpo_recipes.recipe import load_recipe
+
+needs_vllm = pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="vLLM is not installed")
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize(
+    ("keys", "problem"),
+    [
+        ({}, None),
+        ({"use_dora": True}, "DoRA"),
+        ({"bias": "lora_only"}, "trained biases"),
+        ({"modules_to_save": ["score"]}, "modules_to_save (score)"),
+        ({"rank_pattern": {"q_proj": 8}}, "per-layer ranks or alphas (vLLM reads one r and one alpha)"),
+        ({"target_modules": ["q_proj", "lm_head"]}, "an adapter on the embeddings or the output layer"),
+        ({"r": 1024}, "rank 1024 above vLLM's 512"),
+    ],
+)
+def test_which_lora_adapters_vllm_can_serve(keys, problem):
+    from peft import LoraConfig
+
+    config = LoraConfig(**{"r": 16, "lora_alpha": 32, "target_modules": "all-linear", **keys})
+    assert lora_config_problem(config) == problem
+
+
+def test_vllm_lora_rank_rounds_up_to_one_it_accepts():
+    assert [round_lora_rank(r) for r in (1, 2, 8, 16, 17, 64, 500)] == [1, 8, 8, 16, 32, 64, 512]
+    with pytest.raises(ValueError, match="above vLLM's largest, 512"):
+        round_lora_rank(513)
+
+
+SMOLLM2_135M = dict(
+    model_type="llama", vocab_size=49152, hidden_size=576, num_hidden_layers=30, intermediate_size=1536,
+    num_attention_heads=9, num_key_value_heads=3, tie_word_embeddings=True,
+)  # fmt: skip
+
+
+def _recipe(tmp_path, *overrides):
+    model = tmp_path / "smollm2-135m"  # the shapes alone: nothing loads
+    model.mkdir(exist_ok=True)
+    (model / "config.json").write_text(json.dumps(SMOLLM2_135M))
+    data = tiny_recipe(model, tmp_path / "out")
+    data["model"]["lora"] = {"r": 16, "alpha": 32}
+    data["trainer"]["use_vllm"] = True
+    return load_recipe(write_recipe(tmp_path / "r.yaml", data), list(overrides), check_trainer=False)
+
+
+def test_make_check_says_which_sync_a_recipe_uses_and_why(tmp_path):
+    from grpo_recipes.launch.memory import MODEL_SHAPES
+
+    assert planned_sync(_recipe(tmp_path)) == (
+        "adapter: vLLM keeps the base weights it loaded and receives the LoRA adapter "
+        "(4.9 M parameters a sync instead of the model's 135 M)"
+    )
+    merged = {
+        "model.lora.vllm_sync=merged": "model.lora.vllm_sync: merged",
+        "model.lora=null": "all weights are trained (no LoRA adapter)",
+        "trainer.vllm_mode=server": "vLLM server mode (the adapter sync runs in colocate mode)",
+        "trainer.vllm_enable_sleep_mode=true": "vllm_enable_sleep_mode",
+        "model.lora.target_modules=[q_proj, lm_head]": "an adapter on the embeddings or the output layer",
+    }
+    for override, reason in merged.items():
+        assert planned_sync(_recipe(tmp_path, override)) == f"merged: every weight, each sync ({reason})"
+    assert planned_sync(_recipe(tmp_path, "trainer.use_vllm=false")) is None
+    # The figures come from the model's shapes: Qwen2.5-1.5B's adapter against its 1,544 M parameters.
+    assert "Qwen/Qwen2.5-1.5B-Instruct" in MODEL_SHAPES
+    qwen = planned_sync(_recipe(tmp_path, "model.name_or_path=Qwen/Qwen2.5-1.5B-Instruct"))
+    assert qwen.endswith("(18.5 M parameters a sync instead of the model's 1544 M)"), qwen
+
+
+@needs_vllm
+@pytest.mark.smoke
+def test_the_adapter_vllm_serves_is_the_policy_that_trains(tiny_model, tmp_path):
+    """After each sync (the adapter at zero, moved by hand, and after a real optimizer step), vLLM's
+    log-probabilities of a fixed text match the PEFT model's own, within the bfloat16 rounding of vLLM's CPU
+    kernels; each sync sends the adapter alone, and vLLM holds only the latest."""
+    result = subprocess.run(
+        [
+            sys.executable,
+            str(Path(__file__).with_name("vllm_adapter_probe.py")),
+            str(tiny_model),
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    probe = json.loads(result.stdout.strip().splitlines()[-1])
+    assert probe["generation"] == "AdapterSyncCPUVLLMGeneration" and probe["fallback"] is None
+    for stage in ("original", "perturbed", "trained"):
+        assert probe[stage] == pytest.approx(probe[f"{stage}_policy"], abs=2e-2), stage
+    assert max(abs(a - b) for a, b in zip(probe["perturbed"], probe["original"], strict=True)) > 0.2
+    assert probe["trained"] != pytest.approx(probe["perturbed"], abs=1e-4)  # the step moved the adapter
+    assert probe["sync_bytes"] == 4 * probe["adapter_parameters"]  # float32 adapter, nothing else
+    assert probe["loras"] == [probe["version"]] and probe["version"] >= 4

@@ -1,0 +1,98 @@
+"""Run by tests/launch/test_vllm_adapter.py in a process of its own: the LoRA adapter synced into a colocated
+vLLM engine on a CPU, against the PEFT policy itself.
+
+python tests/launch/vllm_adapter_probe.py MODEL_DIR OUT_DIR
+Prints one JSON line: the log-probabilities of a fixed text's tokens served by vLLM after each sync and
+computed by the PEFT model in the training process, before and after the adapter's B matrices move (and
+after one real optimizer step); the bytes each sync sent and the adapters vLLM holds.
+"""
+
+import json
+import sys
+
+
+def main(model_path: str, out: str) -> dict:
+    import datasets
+    import torch
+    from trl import GRPOConfig
+    from vllm import SamplingParams
+
+    from grpo_recipes.models import lora_config
+    from grpo_recipes.recipe import LoraSpec, ModelSpec
+    from grpo_recipes.training.trainer import RecipeGRPOTrainer
+
+    rows = [{"prompt": [{"role": "user", "content": f"Calculate {i} + 1."}]} for i in range(8)]
+    args = GRPOConfig(
+        output_dir=out,
+        per_device_train_batch_size=4,
+        num_generations=4,
+        max_completion_length=8,
+        max_steps=1,
+        learning_rate=1e-2,
+        use_cpu=True,
+        bf16=False,
+        report_to="none",
+        use_vllm=True,
+        vllm_mode="colocate",
+        vllm_gpu_memory_utilization=0.15,
+        vllm_max_model_length=256,
+        seed=0,
+    )
+    spec = ModelSpec(name_or_path=model_path, lora=LoraSpec(r=4, alpha=8, dropout=0.0))
+    trainer = RecipeGRPOTrainer(
+        model=model_path,
+        # Rewards that differ within each group, so that the one optimizer step has a gradient.
+        reward_funcs=lambda completions, **kw: [float(len(str(c)) % 3) for c in completions],
+        args=args,
+        train_dataset=datasets.Dataset.from_list(rows),
+        peft_config=lora_config(spec),
+        adapter_sync=True,
+    )
+    generation = trainer.vllm_generation
+    scoring = SamplingParams(temperature=0.0, max_tokens=1, prompt_logprobs=0)
+    text = "Calculate 2 + 2. The answer is 4."
+
+    def served() -> tuple[list[int], list[float]]:
+        generation.sync_weights()
+        output = generation.llm.generate(
+            [text], scoring, use_tqdm=False, lora_request=generation._lora_request
+        )[0]
+        ids = output.prompt_token_ids
+        return ids, [
+            step[token].logprob for token, step in zip(ids[1:], output.prompt_logprobs[1:], strict=True)
+        ]
+
+    def policy(ids: list[int]) -> list[float]:
+        with torch.no_grad():
+            logits = trainer.model(torch.tensor([ids])).logits[0, :-1].float()
+        logprobs = torch.log_softmax(logits, -1)
+        return [logprobs[i, token].item() for i, token in enumerate(ids[1:])]
+
+    ids, original = served()
+    result = {
+        "generation": type(generation).__name__,
+        "fallback": generation.adapter_sync_fallback,
+        "original": original,
+        "original_policy": policy(ids),
+    }
+    # The B matrices start at zero: moving them is what changes the policy.
+    torch.manual_seed(0)
+    with torch.no_grad():
+        for name, param in trainer.model.named_parameters():
+            if "lora_B" in name:
+                param.add_(torch.randn_like(param) * 0.5)
+    _, result["perturbed"] = served()
+    result["perturbed_policy"] = policy(ids)
+    result["adapter_parameters"] = sum(p.numel() for n, p in trainer.model.named_parameters() if "lora_" in n)
+    result["sync_bytes"] = generation.sync_bytes
+    # One real step through the trainer: its own sync before generating, then the optimizer's update.
+    trainer.train()
+    _, result["trained"] = served()
+    result["trained_policy"] = policy(ids)
+    result["loras"] = sorted(generation.llm.llm_engine.list_loras())
+    result["version"] = generation._adapter_version
+    return result
+
+
+if __name__ == "__main__":
+    print(json.dumps(main(sys.argv[1], sys.argv[2])), flush=True)
