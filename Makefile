@@ -106,7 +106,7 @@ gpu-check:
 	$(if $(wildcard $(PY)),$(PY),$(PYTHON)) scripts/gpu_check.py
 
 test: setup-cpu-dist
-	$(PY) -m pytest -m "not smoke and not long" $(PYTEST_ARGS)
+	$(PY) -m pytest -m "not smoke and not long" --durations=25 $(PYTEST_ARGS)
 
 # Single tests of half a minute or more (the standard-library walk of the code judge, a whole tiny sweep...).
 test-long: setup-cpu-dist

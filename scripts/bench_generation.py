@@ -17,11 +17,13 @@ Each measurement runs in a process of its own (this script with the hidden ``--w
 vLLM engine's memory is freed before the next starts. The script prints a table (tokens, seconds, tokens/s,
 ratio to transformers) and writes it as JSON to ``--output``.
 
-Part 2 (``--train-steps N``): the recipe end to end, once with transformers generation and once with vLLM
-in colocate mode (``--colocate-memory``, default 0.3; ``trainer.vllm_max_model_length=512``), same seed and
-steps, each through ``scripts/train.py`` in a subprocess writing ``outputs/bench-train-<backend>/``. It
-prints seconds per step, the mean reward and held-out accuracy before and after, side by side
-(``--eval-samples N`` sets ``evaluation.max_samples``).
+Part 2 (``--train-steps N``): the recipe end to end, with transformers generation and with vLLM in colocate
+mode (``--colocate-memory``, default 0.3; ``trainer.vllm_max_model_length=512``), for a LoRA recipe once with
+each weight sync (``vllm-merged``: every weight, each step; ``vllm-adapter``: the adapter alone,
+``grpo_recipes.launch.vllm_adapter``), same seed and steps, each through ``scripts/train.py`` in a subprocess
+writing ``outputs/bench-train-<backend>/``. It prints seconds per step, seconds and megabytes per sync, the
+mean reward and held-out accuracy before and after, side by side (``--eval-samples N`` sets
+``evaluation.max_samples``), then the bytes a sync would move for the GPU recipes' models, from their shapes.
 
 Usage: ``python scripts/bench_generation.py [--config RECIPE] [--prompts 8] [--max-new-tokens 128]
 [--repeats 2] [--vllm-dtypes float32,bfloat16] [--train-steps N [--eval-samples M]] [--no-generation]``
@@ -310,7 +312,7 @@ def train_run(args, backend: str) -> dict[str, Any]:
     overrides = [f"trainer.max_steps={args.train_steps}", f"trainer.output_dir={out.relative_to(REPO_ROOT)}"]
     if args.eval_samples is not None:
         overrides.append(f"evaluation.max_samples={args.eval_samples}")
-    if backend == "vllm":
+    if backend.startswith("vllm"):
         memory = args.colocate_memory or COLOCATE_MEMORY
         overrides += [
             "trainer.use_vllm=true",
@@ -318,6 +320,8 @@ def train_run(args, backend: str) -> dict[str, Any]:
             f"trainer.vllm_gpu_memory_utilization={memory}",
             "trainer.vllm_max_model_length=512",
         ]
+        if backend in ("vllm-merged", "vllm-adapter"):
+            overrides.append(f"model.lora.vllm_sync={backend.removeprefix('vllm-')}")
     command = [
         sys.executable,
         str(REPO_ROOT / "scripts" / "train.py"),
@@ -343,6 +347,8 @@ def train_run(args, backend: str) -> dict[str, Any]:
     final = next((entry for entry in reversed(history) if "train_runtime" in entry), {})
     steps = final.get("global_step") or max((e.get("step", 0) for e in history), default=0)
     rewards = [entry["reward"] for entry in history if "reward" in entry]
+    sync_seconds = [entry["vllm/sync_seconds"] for entry in history if "vllm/sync_seconds" in entry]
+    sync_mb = [entry["vllm/sync_mb"] for entry in history if "vllm/sync_mb" in entry]
     before = (
         json.loads((out / "eval_before.json").read_text()) if (out / "eval_before.json").is_file() else {}
     )
@@ -355,6 +361,8 @@ def train_run(args, backend: str) -> dict[str, Any]:
         else final.get("train_runtime", float("nan")) / max(steps, 1),
         "train_runtime": final.get("train_runtime"),
         "mean_reward": statistics.fmean(rewards) if rewards else None,
+        "sync_seconds": statistics.fmean(sync_seconds) if sync_seconds else None,
+        "sync_mb": statistics.fmean(sync_mb) if sync_mb else None,
         "accuracy_before": before.get("accuracy"),
         "accuracy_after": after.get("accuracy"),
         "eval_total": after.get("total"),
@@ -367,8 +375,8 @@ def percent(value: float | None) -> str:
 
 def training_table(rows: list[dict[str, Any]]) -> str:
     header = (
-        f"{'back-end':13} {'steps':>5} {'s/step':>7} {'train s':>8} {'process s':>9} {'reward':>7} "
-        f"{'acc before':>10} {'acc after':>10} {'eval n':>6}"
+        f"{'back-end':13} {'steps':>5} {'s/step':>7} {'sync s':>7} {'sync MB':>8} {'train s':>8} "
+        f"{'process s':>9} {'reward':>7} {'acc before':>10} {'acc after':>10} {'eval n':>6}"
     )
     lines = [header, "-" * len(header)]
     for row in rows:
@@ -376,23 +384,68 @@ def training_table(rows: list[dict[str, Any]]) -> str:
             lines.append(f"{row['backend']:13} failed: {row['error']}")
             continue
         reward = f"{row['mean_reward']:7.3f}" if row["mean_reward"] is not None else f"{'-':>7}"
+        sync_s = f"{row['sync_seconds']:7.2f}" if row.get("sync_seconds") is not None else f"{'-':>7}"
+        sync_mb = f"{row['sync_mb']:8.1f}" if row.get("sync_mb") is not None else f"{'-':>8}"
         lines.append(
-            f"{row['backend']:13} {row['steps']:5d} {row['seconds_per_step']:7.2f} "
+            f"{row['backend']:13} {row['steps']:5d} {row['seconds_per_step']:7.2f} {sync_s} {sync_mb} "
             f"{row['train_runtime'] or float('nan'):8.1f} {row['process_seconds']:9.1f} {reward} "
             f"{percent(row['accuracy_before']):>10} {percent(row['accuracy_after']):>10} {row['eval_total'] or '-':>6}"
         )
     return "\n".join(lines)
 
 
-def bench_training(args) -> dict[str, Any]:
+def bench_training(args, lora: bool) -> dict[str, Any]:
     log(f"\ntraining: {args.config} for {args.train_steps} steps with each back-end (same seed)")
     rows = []
-    for index, backend in enumerate(("transformers", "vllm"), start=1):
-        log(f"[train {index}/2] generation by {backend}")
+    backends = ("transformers", "vllm-merged", "vllm-adapter") if lora else ("transformers", "vllm")
+    for index, backend in enumerate(backends, start=1):
+        log(f"[train {index}/{len(backends)}] generation by {backend}")
         rows.append(train_run(args, backend))
     table = training_table(rows)
     log("\n" + table)
-    return {"steps": args.train_steps, "eval_samples": args.eval_samples, "results": rows}
+    paper = sync_on_paper()
+    log("\n" + paper_table(paper))
+    return {"steps": args.train_steps, "eval_samples": args.eval_samples, "results": rows, "on_paper": paper}
+
+
+#: The link a server-mode sync crosses, for the on-paper seconds: NCCL over PCIe 5 x16, about 50 GB/s.
+PAPER_BANDWIDTH_GB_S = 50.0
+
+
+def sync_on_paper(rank: int = 16) -> list[dict[str, Any]]:
+    """Bytes per sync for the GPU recipes' models, from their shapes: every weight in bfloat16 (the merged
+    sync) against a rank-`rank` adapter on every linear layer in float32 (the adapter sync), and the seconds
+    each takes at `PAPER_BANDWIDTH_GB_S`."""
+    from grpo_recipes.launch.memory import lora_parameter_count, model_shape, parameter_count
+
+    rows = []
+    for name in ("Qwen/Qwen2.5-1.5B-Instruct", "Qwen/Qwen2.5-7B-Instruct"):
+        shape = model_shape(name)
+        merged, adapter = 2 * parameter_count(shape), 4 * lora_parameter_count(shape, rank)
+        rows.append(
+            {
+                "model": name,
+                "merged_gb": merged / 1e9,
+                "adapter_gb": adapter / 1e9,
+                "merged_s": merged / 1e9 / PAPER_BANDWIDTH_GB_S,
+                "adapter_s": adapter / 1e9 / PAPER_BANDWIDTH_GB_S,
+            }
+        )
+    return rows
+
+
+def paper_table(rows: list[dict[str, Any]]) -> str:
+    lines = [
+        f"on paper, a sync at {PAPER_BANDWIDTH_GB_S:g} GB/s (merged: bfloat16 weights; adapter: r=16 on every "
+        "linear layer, float32)",
+        f"{'model':28} {'merged GB':>9} {'adapter GB':>10} {'merged s':>8} {'adapter s':>9} {'ratio':>6}",
+    ]
+    for row in rows:
+        lines.append(
+            f"{row['model']:28} {row['merged_gb']:9.2f} {row['adapter_gb']:10.3f} {row['merged_s']:8.3f} "
+            f"{row['adapter_s']:9.4f} {row['merged_gb'] / row['adapter_gb']:6.0f}"
+        )
+    return "\n".join(lines)
 
 
 def main() -> int:
@@ -456,7 +509,7 @@ def main() -> int:
     if not args.no_generation:
         report["generation"] = bench_generation(args)
     if args.train_steps:
-        report["training"] = bench_training(args)
+        report["training"] = bench_training(args, lora=recipe.model.lora is not None)
     if not report:
         print("nothing to do: --no-generation without --train-steps", file=sys.stderr)
         return 2

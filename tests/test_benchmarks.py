@@ -73,6 +73,30 @@ def test_bench_generation_tiny_with_vllm(tmp_path, tiny_model):
     assert rows[1]["ratio_to_transformers"] > 0
 
 
+@pytest.mark.smoke
+def test_bench_generation_training_tiny_with_both_vllm_syncs(tmp_path, tiny_model):
+    """Part 2 on a LoRA recipe: transformers, vLLM with the merged sync and with the adapter sync, side by side,
+    each sync's seconds and megabytes measured, and the on-paper bytes of the GPU recipes' models."""
+    data = tiny_recipe(tiny_model, tmp_path / "unused")
+    data["model"]["lora"] = {"r": 8, "alpha": 16, "dropout": 0.0}
+    recipe = write_recipe(tmp_path / "tiny.yaml", data)
+    out = tmp_path / "bench_generation.json"
+    make(
+        "bench-generation",
+        f"--config {recipe} --no-generation --train-steps 2 --eval-samples 2 --colocate-memory 0.15 --output {out}",
+    )
+    training = json.loads(out.read_text())["training"]
+    rows = {row["backend"]: row for row in training["results"]}
+    assert list(rows) == ["transformers", "vllm-merged", "vllm-adapter"]
+    assert rows["transformers"]["sync_mb"] is None and rows["transformers"]["steps"] == 2
+    merged, adapter = rows["vllm-merged"], rows["vllm-adapter"]
+    assert merged["sync_mb"] > 10 * adapter["sync_mb"] > 0 and adapter["sync_seconds"] > 0
+    assert [row["model"] for row in training["on_paper"]] == [
+        "Qwen/Qwen2.5-1.5B-Instruct",
+        "Qwen/Qwen2.5-7B-Instruct",
+    ]
+
+
 @pytest.mark.slow
 @pytest.mark.long  # over a minute: make test-long (CI runs it)
 def test_bench_sampling_tiny(tmp_path, tiny_model):

@@ -68,6 +68,16 @@ def check_run(out, log, dist: str, gen: str, lora: str) -> dict:
     assert info["mixed_precision"] == "no"
     assert info["versions"]["trl"] and info["versions"]["deepspeed"] != "not installed"
     assert "[rank 0 of 2]" in log and "[rank 1 of 2]" in log
+    # How the policy reached vLLM: the adapter alone in colocate mode, every weight otherwise.
+    expected_sync = {
+        ("vllm-colocate", "on"): "adapter",
+        ("vllm-colocate", "off"): "merged (all weights are trained (no LoRA adapter))",
+        ("vllm-server", "on"): "merged (vLLM server mode (the adapter sync runs in colocate mode))",
+        ("hf", "on"): None,
+        ("hf", "off"): None,
+    }
+    if (gen, lora) in expected_sync:
+        assert info["vllm_sync"] == expected_sync[gen, lora]
 
     # Evaluation ran on both ranks, 2 of the 4 held-out prompts each, and the results were gathered: the main
     # rank's line before and after GRPO, and for the base model in a run with a warm-up, with the LoRA adapter
@@ -122,7 +132,7 @@ def test_gsm8k_recipe_zero3_vllm_colocate_with_its_own_architecture_and_rewards(
 OTHER_RECIPES = [
     ("math", "zero2", "vllm-colocate"),
     ("countdown", "zero3", "hf"),
-    ("gsm8k-lora", "zero2", "hf"),
+    ("gsm8k-lora", "zero2", "vllm-colocate"),  # its LoRA adapter synced alone into vLLM under ZeRO-2
     ("template", "ddp", "hf"),
     ("reasoning-gym", "zero2", "hf"),
     ("basic-arithmetic-cpu", "ddp", "vllm-colocate"),

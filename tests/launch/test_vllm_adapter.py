@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from support import tiny_recipe, write_recipe
+from support import run_script, tiny_recipe, write_recipe
 
 from grpo_recipes.launch.vllm_adapter import lora_config_problem, planned_sync, round_lora_rank
 from grpo_recipes.recipe import load_recipe
@@ -109,3 +109,41 @@ def test_the_adapter_vllm_serves_is_the_policy_that_trains(tiny_model, tmp_path)
     assert probe["trained"] != pytest.approx(probe["perturbed"], abs=1e-4)  # the step moved the adapter
     assert probe["sync_bytes"] == 4 * probe["adapter_parameters"]  # float32 adapter, nothing else
     assert probe["loras"] == [probe["version"]] and probe["version"] >= 4
+
+
+def _tiny_vllm_run(tiny_model, out, sync: str) -> list[dict]:
+    data = tiny_recipe(
+        tiny_model, out, max_steps=3, save_steps=3, num_generations=4, per_device_train_batch_size=8
+    )
+    data["model"]["lora"] = {"r": 8, "alpha": 16, "dropout": 0.0, "vllm_sync": sync}
+    data["evaluation"] = {"enabled": False}
+    data["trainer"].update(
+        use_vllm=True,
+        vllm_mode="colocate",
+        vllm_gpu_memory_utilization=0.15,
+        vllm_max_model_length=256,
+        learning_rate=5e-3,
+    )
+    recipe = write_recipe(out.with_suffix(".yaml"), data)
+    result = run_script("train.py", "--config", str(recipe), extra_env={"CUDA_VISIBLE_DEVICES": ""})
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert (
+        f"vLLM weight sync: {'adapter' if sync == 'adapter' else 'merged (model.lora.vllm_sync: merged)'}"
+        in (result.stdout)
+    )
+    return [h for h in json.loads((out / "log_history.json").read_text()) if "reward" in h]
+
+
+@needs_vllm
+@pytest.mark.smoke
+def test_adapter_and_merged_syncs_train_alike(tiny_model, tmp_path):
+    """The same seed's tiny run with each sync: the first step samples from the same weights (the adapter at
+    zero), so its rewards are identical; later steps' policies differ only by float rounding (the adapter
+    applied unmerged against merged in float32). The adapter sync sends the adapter's bytes alone."""
+    adapter = _tiny_vllm_run(tiny_model, tmp_path / "adapter", "adapter")
+    merged = _tiny_vllm_run(tiny_model, tmp_path / "merged", "merged")
+    assert [h["step"] for h in adapter] == [h["step"] for h in merged] == [1, 2, 3]
+    assert adapter[0]["reward"] == merged[0]["reward"]
+    assert adapter[0]["completions/mean_length"] == merged[0]["completions/mean_length"]
+    for a, m in zip(adapter, merged, strict=True):
+        assert a["vllm/sync_mb"] < m["vllm/sync_mb"] / 10, (a, m)

@@ -324,6 +324,7 @@ def test_the_sampled_token_loss_reads_the_drawn_tokens_log_ratio(tiny_pair):
     assert all(p.grad is None for p in trainer.teacher_model.parameters())
 
 
+@pytest.mark.long  # two trainers built and stepped; the loss and the sampling have their own tests above
 @pytest.mark.parametrize("keys", [{"samples": "teacher"}, {"estimator": "sampled_token"}])
 def test_each_variant_trains_a_step(tiny_pair, keys):
     trainer = tiny_pair(**keys)
