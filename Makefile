@@ -109,7 +109,7 @@ test: setup-cpu-dist
 	$(PY) -m pytest -m "not smoke and not long" --durations=25 $(PYTEST_ARGS)
 
 # Single tests of half a minute or more (the standard-library walk of the code judge, a whole tiny sweep...).
-test-long: setup-cpu-dist
+test-long: setup-cpu-dist model
 	$(PY) -m pytest -m long $(PYTEST_ARGS)
 
 test-fast: setup
