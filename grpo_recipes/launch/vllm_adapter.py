@@ -119,6 +119,13 @@ class AdapterSync:
         self.sync_bytes = 0
         self.syncs: list[tuple[float, int]] = []
         if self.adapter_sync_fallback is not None:
+            # What the merged sync sends: every weight in its dtype, the adapter merged into it (ZeRO-3's
+            # partitioned parameters report their full size as ds_numel). The model's size does not change.
+            self.sync_bytes = sum(
+                getattr(p, "ds_numel", p.numel()) * p.element_size()
+                for n, p in self.model.named_parameters()
+                if "lora_" not in n
+            )
             super()._init_vllm()
             return
         config = self.model.peft_config[self.model.active_adapters[0]]
@@ -141,13 +148,6 @@ class AdapterSync:
         started = time.perf_counter()
         if self.adapter_sync_fallback is not None:
             super().sync_weights()
-            # What the merged sync sends: every weight of the model in its dtype (the adapter merged into it;
-            # ZeRO-3's partitioned parameters report their full size as ds_numel).
-            self.sync_bytes = sum(
-                getattr(p, "ds_numel", p.numel()) * p.element_size()
-                for n, p in self.model.named_parameters()
-                if "lora_" not in n
-            )
         else:
             self._sync_adapter()
         self.syncs.append((time.perf_counter() - started, self.sync_bytes))
@@ -202,8 +202,13 @@ def planned_sync(recipe: Any) -> str | None:
     if not trainer.get("use_vllm"):
         return None
     lora = recipe.model.lora
-    targets = [lora.target_modules] if lora is not None and isinstance(lora.target_modules, str) else []
-    targets = targets or (list(lora.target_modules) if lora is not None else [])
+    targets = (
+        []
+        if lora is None
+        else [lora.target_modules]
+        if isinstance(lora.target_modules, str)
+        else list(lora.target_modules)
+    )
     reasons = [
         (lora is None, "all weights are trained (no LoRA adapter)"),
         (lora is not None and lora.vllm_sync == "merged", "model.lora.vllm_sync: merged"),

@@ -179,8 +179,9 @@ def check(recipe: Recipe, load_data: bool = True, log=print) -> None:
         log(f"warning: {warning}")
     from ..launch.vllm_adapter import planned_sync
 
-    if planned_sync(recipe) is not None:
-        log(f"vLLM weight sync: {planned_sync(recipe)}")
+    sync = planned_sync(recipe)
+    if sync is not None:
+        log(f"vLLM weight sync: {sync}")
     if recipe.teacher is not None:
         log(_checked_teacher(recipe))
     rewards = ", ".join(f"{s.name} (weight {s.weight})" for s in recipe.rewards)
@@ -510,8 +511,9 @@ def train(
     held_out.trainer = trainer
     from .trainer import vllm_sync_used
 
-    if vllm_sync_used(trainer) is not None:
-        rank_log(f"vLLM weight sync: {vllm_sync_used(trainer)}")
+    sync = vllm_sync_used(trainer)
+    if sync is not None:
+        rank_log(f"vLLM weight sync: {sync}")
     quiet_raw_logs(trainer)  # the step line replaces transformers' raw dict of every log
     if main:
         _update_json(out / "run_info.json", _distribution_info(trainer))
