@@ -12,40 +12,18 @@ import sys
 
 
 def main(model_path: str, out: str) -> dict:
-    import datasets
     import torch
-    from trl import GRPOConfig
     from vllm import SamplingParams
+    from vllm_sync_probe import colocate_trainer  # beside this file: the same trainer setting
 
-    from grpo_recipes.models import lora_config
-    from grpo_recipes.recipe import LoraSpec, ModelSpec
-    from grpo_recipes.training.trainer import RecipeGRPOTrainer
-
-    rows = [{"prompt": [{"role": "user", "content": f"Calculate {i} + 1."}]} for i in range(8)]
-    args = GRPOConfig(
-        output_dir=out,
-        per_device_train_batch_size=4,
-        num_generations=4,
-        max_completion_length=8,
-        max_steps=1,
-        learning_rate=1e-2,
-        use_cpu=True,
-        bf16=False,
-        report_to="none",
-        use_vllm=True,
-        vllm_mode="colocate",
-        vllm_gpu_memory_utilization=0.15,
-        vllm_max_model_length=256,
-        seed=0,
-    )
-    spec = ModelSpec(name_or_path=model_path, lora=LoraSpec(r=4, alpha=8, dropout=0.0))
-    trainer = RecipeGRPOTrainer(
-        model=model_path,
+    trainer = colocate_trainer(
+        model_path,
+        out,
+        True,
         # Rewards that differ within each group, so that the one optimizer step has a gradient.
-        reward_funcs=lambda completions, **kw: [float(len(str(c)) % 3) for c in completions],
-        args=args,
-        train_dataset=datasets.Dataset.from_list(rows),
-        peft_config=lora_config(spec),
+        lambda completions, **kw: [float(len(str(c)) % 3) for c in completions],
+        learning_rate=1e-2,
+        seed=0,
         adapter_sync=True,
     )
     generation = trainer.vllm_generation

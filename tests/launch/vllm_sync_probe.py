@@ -9,16 +9,17 @@ import json
 import sys
 
 
-def main(model_path: str, out: str, lora: bool) -> dict:
+def colocate_trainer(model_path: str, out: str, lora: bool, reward_funcs, **settings):
+    """A RecipeGRPOTrainer on the CPU with vLLM colocated (one step of one group of 4 on 8 arithmetic
+    prompts); `settings`: GRPOConfig fields, and `adapter_sync` for the trainer. Shared by the sync probes."""
     import datasets
-    import torch
     from trl import GRPOConfig
-    from vllm import SamplingParams
 
     from grpo_recipes.models import lora_config
     from grpo_recipes.recipe import LoraSpec, ModelSpec
     from grpo_recipes.training.trainer import RecipeGRPOTrainer
 
+    adapter_sync = settings.pop("adapter_sync", False)
     rows = [{"prompt": [{"role": "user", "content": f"Calculate {i} + 1."}]} for i in range(8)]
     args = GRPOConfig(
         output_dir=out,
@@ -33,15 +34,24 @@ def main(model_path: str, out: str, lora: bool) -> dict:
         vllm_mode="colocate",
         vllm_gpu_memory_utilization=0.15,
         vllm_max_model_length=256,
+        **settings,
     )
     spec = ModelSpec(name_or_path=model_path, lora=LoraSpec(r=4, alpha=8, dropout=0.0) if lora else None)
-    trainer = RecipeGRPOTrainer(
+    return RecipeGRPOTrainer(
         model=model_path,
-        reward_funcs=lambda completions, **kw: [0.0] * len(completions),
+        reward_funcs=reward_funcs,
         args=args,
         train_dataset=datasets.Dataset.from_list(rows),
         peft_config=lora_config(spec),
+        adapter_sync=adapter_sync,
     )
+
+
+def main(model_path: str, out: str, lora: bool) -> dict:
+    import torch
+    from vllm import SamplingParams
+
+    trainer = colocate_trainer(model_path, out, lora, lambda completions, **kw: [0.0] * len(completions))
     generation = trainer.vllm_generation
     # The log-probabilities of a fixed text's own tokens: no argmax decides which token is scored, so a
     # near-tie in the random model's logits cannot swap the sequence when the weights move by a few ulps.
