@@ -112,7 +112,7 @@ def _server_problem(recipe: Recipe, config: Any, env: Mapping[str, str], log=pri
         why = health_problem(url, min(2.0, timeout))
         waited = time.monotonic() - started
         if why is None:
-            return None
+            return _server_lora_problem(recipe, base)
         if waited >= timeout:
             break
         if time.monotonic() - said >= PROGRESS_SECONDS:
@@ -126,6 +126,24 @@ def _server_problem(recipe: Recipe, config: Any, env: Mapping[str, str], log=pri
         f"is server but no vLLM server answered at {url} within {timeout:g} s ({setting}; {why}); "
         f"fix: make serve RECIPE={_recipe_argument(recipe)} (in another terminal, or on the server node), "
         f"or give a server that is still loading more time with {setting}"
+    )
+    return RecipeError(recipe.source, "trainer.vllm_mode", problem)
+
+
+def _server_lora_problem(recipe: Recipe, base: str) -> RecipeError | None:
+    """A server that cannot load the LoRA adapter a recipe syncs to it (see grpo_recipes.launch.vllm_adapter)."""
+    from .serve import server_lora_problem
+    from .vllm_adapter import merged_sync_reason
+
+    if merged_sync_reason(recipe, colocate=False) is not None:
+        return None
+    why = server_lora_problem(base, recipe.model.lora.r)
+    if why is None:
+        return None
+    problem = (
+        f"is server, and the LoRA adapter syncs alone (model.lora.vllm_sync: adapter), but the vLLM server at {base} "
+        f"cannot load it: {why}; fix: restart it with make serve RECIPE={_recipe_argument(recipe)}, which enables "
+        "LoRA, or add the override model.lora.vllm_sync=merged"
     )
     return RecipeError(recipe.source, "trainer.vllm_mode", problem)
 

@@ -71,7 +71,11 @@ def serve_command(
 
 
 def recipe_serve_command(recipe: Recipe, host: str = "127.0.0.1", port: int | None = None, **extra: Any):
-    """`serve_command` for a recipe's model, on the port its trainer section connects to."""
+    """`serve_command` for a recipe's model, on the port its trainer section connects to; for a LoRA recipe,
+    with LoRA enabled and adapters loadable at run time, so that each sync sends the adapter alone
+    (`grpo_recipes.launch.vllm_adapter`)."""
+    from .vllm_adapter import server_lora_flags
+
     trainer = recipe.trainer
     settings = {
         "revision": recipe.model.revision,
@@ -79,12 +83,36 @@ def recipe_serve_command(recipe: Recipe, host: str = "127.0.0.1", port: int | No
         "max_model_len": trainer.get("vllm_max_model_length"),
         **extra,
     }
-    return serve_command(
+    command, env = serve_command(
         recipe.model.name_or_path,
         port=port or int(trainer.get("vllm_server_port", 8000)),
         host=host,
         extra={k: v for k, v in settings.items() if v is not None},
     )
+    lora = server_lora_flags(recipe)
+    if lora:
+        command += lora
+        env["VLLM_ALLOW_RUNTIME_LORA_UPDATING"] = "1"
+    return command, env
+
+
+def server_lora_problem(base_url: str, rank: int, timeout: float = 10.0) -> str | None:
+    """Why the vLLM server at `base_url` cannot take a LoRA adapter of `rank` at each sync (started without
+    LoRA, with a smaller `--max-lora-rank`, or without `VLLM_ALLOW_RUNTIME_LORA_UPDATING=1`), read from its
+    `/server_info`; None when it can, or when it does not say (then the first sync's error does)."""
+    try:
+        info = _server_info(base_url, timeout)
+    except (OSError, ValueError):
+        return None
+    lora = (info.get("vllm_config") or {}).get("lora_config")
+    if not lora:
+        return "it was started without --enable-lora"
+    if int(lora.get("max_lora_rank") or 0) < rank:
+        return f"its --max-lora-rank {lora.get('max_lora_rank')} is below the adapter's rank {rank}"
+    allowed = str((info.get("vllm_env") or {}).get("VLLM_ALLOW_RUNTIME_LORA_UPDATING", "")).lower()
+    if allowed not in ("1", "true"):
+        return "it was started without VLLM_ALLOW_RUNTIME_LORA_UPDATING=1 (no endpoint loads an adapter)"
+    return None
 
 
 def tensor_parallel_sizes(heads: int, kv_heads: int, intermediate: int, most: int) -> list[int]:
@@ -131,6 +159,15 @@ def tensor_parallel_problem(spec, size: int, most: int = 8) -> str | None:
     )
 
 
+def _server_info(base_url: str, timeout: float) -> dict:
+    """The vLLM server's `/server_info` (a development endpoint, on with `VLLM_SERVER_DEV_MODE=1`), as JSON."""
+    import json
+
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # a cluster proxy never decides
+    with opener.open(f"{base_url}/server_info?config_format=json", timeout=timeout) as response:
+        return json.load(response)
+
+
 def health_problem(url: str, timeout: float) -> str | None:
     """None when `url` answers 200, else why not (direct connection: proxies do not decide whether it runs)."""
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
@@ -158,12 +195,13 @@ def wait_for_health(url: str, process: subprocess.Popen | None = None, timeout: 
 
 
 def served_logprobs(url: str, prompt: str = "Calculate 2 + 2.", tokens: int = 4) -> list[float]:
-    """The server's greedy log-probabilities for `prompt`: they change exactly when its weights do."""
+    """The server's greedy log-probabilities for `prompt`, from the LoRA adapter it loaded last if any (vLLM lists
+    its model first, then the adapters it holds), else its model: they change exactly when the policy does."""
     import json
 
     models = json.load(urllib.request.urlopen(f"{url}/v1/models", timeout=30))
     body = {
-        "model": models["data"][0]["id"],
+        "model": models["data"][-1]["id"],
         "prompt": prompt,
         "max_tokens": tokens,
         "temperature": 0,

@@ -29,7 +29,9 @@ def record(**fields):
         log.write(json.dumps({"prog": os.path.basename(sys.argv[0]), "argv": sys.argv[1:],
                               "host": os.environ.get("STANDIN_HOST"),
                               "cuda": os.environ.get("CUDA_VISIBLE_DEVICES"),
-                              "no_proxy": os.environ.get("NO_PROXY"), **fields}) + "\\n")
+                              "no_proxy": os.environ.get("NO_PROXY"),
+                              "lora_updating": os.environ.get("VLLM_ALLOW_RUNTIME_LORA_UPDATING"),
+                              "adapter_dir": os.environ.get("GRPO_VLLM_ADAPTER_DIR"), **fields}) + "\\n")
 """
 
 STANDINS = {
@@ -87,7 +89,15 @@ def launcher(tmp_path):
             k: v
             for k, v in os.environ.items()
             if not k.startswith(("SLURM_", "VLLM_", "STANDIN_"))
-            and k not in {"RECIPE", "ARGS", "ACCELERATE_CONFIG", "GPUS_PER_NODE", "MASTER_PORT"}
+            and k
+            not in {
+                "RECIPE",
+                "ARGS",
+                "ACCELERATE_CONFIG",
+                "GPUS_PER_NODE",
+                "MASTER_PORT",
+                "GRPO_VLLM_ADAPTER_DIR",
+            }
         }
         base.update(
             PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
@@ -95,6 +105,8 @@ def launcher(tmp_path):
             STANDIN_LOG=str(log),
             STANDIN_HOSTS=" ".join(hosts),
             SLURM_JOB_NODELIST="node-[a-c]",
+            # The Hub models' configs are out of reach here: say so at once instead of retrying for 40 s.
+            HF_HUB_OFFLINE="1",
         )
         base.update(env)
         log.write_text("")
@@ -213,6 +225,31 @@ def test_server_mode_defaults_to_one_gpu_and_the_overridden_model(launcher):
     assert option(server["argv"], "--port") == "8000"
     assert {r["host"] for r in of(records, "accelerate")} == {"node-a", "node-b"}
     assert all(option(r["argv"], "--num_processes") == "4" for r in of(records, "accelerate"))
+
+
+def test_a_lora_recipes_server_takes_the_adapter_from_a_folder_the_trainers_share(launcher, tmp_path):
+    """gsm8k-lora (rank 16): the server starts with LoRA enabled and adapters loadable at run time, and every
+    trainer writes its adapters to the same folder under the submission directory (both nodes see it)."""
+    result, records = launcher(VLLM_SERVER="1", RECIPE="gsm8k-lora", SLURM_JOB_ID="77")
+    assert result.returncode == 0, result.stderr
+    (server,) = of(records, "trl")
+    assert server["argv"][-7:] == [
+        "--enable-lora",
+        "--max-lora-rank",
+        "16",
+        "--max-loras",
+        "1",
+        "--max-cpu-loras",
+        "2",
+    ]
+    assert server["lora_updating"] == "1"
+    folder = str(REPO / "outputs" / "vllm-adapters-77")
+    assert {r["adapter_dir"] for r in of(records, "accelerate")} == {folder}
+    # Without LoRA (gsm8k), neither: the merged weights travel over NCCL.
+    result, records = launcher(VLLM_SERVER="1")
+    (server,) = of(records, "trl")
+    assert "--enable-lora" not in server["argv"] and server["lora_updating"] is None
+    assert {r["adapter_dir"] for r in of(records, "accelerate")} == {None}
 
 
 @pytest.mark.parametrize("failing", ["node-a", "node-c"])

@@ -68,11 +68,12 @@ def check_run(out, log, dist: str, gen: str, lora: str) -> dict:
     assert info["mixed_precision"] == "no"
     assert info["versions"]["trl"] and info["versions"]["deepspeed"] != "not installed"
     assert "[rank 0 of 2]" in log and "[rank 1 of 2]" in log
-    # How the policy reached vLLM: the adapter alone in colocate mode, every weight otherwise.
+    # How the policy reached vLLM: the LoRA adapter alone, every weight where all are trained.
     expected_sync = {
         ("vllm-colocate", "on"): "adapter",
         ("vllm-colocate", "off"): "merged (all weights are trained (no LoRA adapter))",
-        ("vllm-server", "on"): "merged (vLLM server mode (the adapter sync runs in colocate mode))",
+        ("vllm-server", "on"): "adapter",
+        ("vllm-server", "off"): "merged (all weights are trained (no LoRA adapter))",
         ("hf", "on"): None,
         ("hf", "off"): None,
     }
@@ -234,15 +235,26 @@ def test_server_mode_trains_against_a_served_model_and_leaves_no_process(outputs
     assert left.strip() == "", f"vLLM processes left behind: {left}"
 
 
-@pytest.mark.parametrize("dist", ["zero2", "zero3"])
-def test_server_and_trainers_started_together_as_the_docs_do(outputs, dist):
+@pytest.mark.parametrize("dist, lora", [("zero2", "off"), ("zero3", "on")])
+def test_server_and_trainers_started_together_as_the_docs_do(outputs, dist, lora):
     """docs/distributed.md's one-node command: `make serve &` and the launch at once. The trainers wait for the
-    server's /health (pre-flight, with a progress line) instead of failing while it loads its model."""
-    out, log = smoke(outputs, "default", dist, "vllm-server", "off", "--server-start", "together")
-    info = check_run(out, log, dist, "vllm-server", "off")
+    server's /health (pre-flight, with a progress line) instead of failing while it loads its model. With
+    LoRA (under ZeRO-3: the adapter's shards gathered), each sync hands the server the adapter alone: make
+    serve started it with LoRA enabled, and it loaded one adapter a sync instead of reloading its weights."""
+    out, log = smoke(outputs, "default", dist, "vllm-server", lora, "--server-start", "together")
+    info = check_run(out, log, dist, "vllm-server", lora)
     assert info["global_step"] == 2
     assert "pre-flight: waiting for the vLLM server at" in log
-    assert "/collective_rpc" in (out / "vllm-server.log").read_text()
+    server_log = (out / "vllm-server.log").read_text()
+    if lora == "on":
+        assert "/collective_rpc" not in server_log
+        # A sync before each step's generation: two adapters loaded, the first unloaded once the second served.
+        assert server_log.count('"POST /v1/load_lora_adapter HTTP/1.1" 200') == 2
+        assert server_log.count('"POST /v1/unload_lora_adapter HTTP/1.1" 200') == 1
+        history = [h for h in json.loads((out / "log_history.json").read_text()) if "reward" in h]
+        assert all(0 < h["vllm/sync_mb"] < 1 for h in history), history  # the tiny model's adapter alone
+    else:
+        assert "/collective_rpc" in server_log
     left = subprocess.run(["pgrep", "-f", "vllm.entrypoints"], capture_output=True, text=True).stdout
     assert left.strip() == "", f"vLLM processes left behind: {left}"
 

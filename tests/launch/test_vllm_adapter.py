@@ -70,17 +70,44 @@ def test_make_check_says_which_sync_a_recipe_uses_and_why(tmp_path):
     merged = {
         "model.lora.vllm_sync=merged": "model.lora.vllm_sync: merged",
         "model.lora=null": "all weights are trained (no LoRA adapter)",
-        "trainer.vllm_mode=server": "vLLM server mode (the adapter sync runs in colocate mode)",
         "trainer.vllm_enable_sleep_mode=true": "vllm_enable_sleep_mode",
         "model.lora.target_modules=[q_proj, lm_head]": "an adapter on the embeddings or the output layer",
     }
     for override, reason in merged.items():
         assert planned_sync(_recipe(tmp_path, override)) == f"merged: every weight, each sync ({reason})"
     assert planned_sync(_recipe(tmp_path, "trainer.use_vllm=false")) is None
+    # A server takes the adapter too; sleep mode and tensor parallelism are then the server's own business.
+    server = planned_sync(
+        _recipe(tmp_path, "trainer.vllm_mode=server", "trainer.vllm_enable_sleep_mode=true")
+    )
+    assert server.startswith("adapter: ") and server.endswith(
+        "; the server loads it from a folder, which make serve starts it to do"
+    )
     # The figures come from the model's shapes: Qwen2.5-1.5B's adapter against its 1,544 M parameters.
     assert "Qwen/Qwen2.5-1.5B-Instruct" in MODEL_SHAPES
     qwen = planned_sync(_recipe(tmp_path, "model.name_or_path=Qwen/Qwen2.5-1.5B-Instruct"))
     assert qwen.endswith("(18.5 M parameters a sync instead of the model's 1544 M)"), qwen
+
+
+def test_make_serve_starts_a_lora_recipes_server_ready_to_load_its_adapter(tmp_path):
+    """The server command for a LoRA recipe enables LoRA at the adapter's rank (rounded up to one vLLM takes)
+    and the endpoint that loads adapters at run time; a recipe whose weights sync merged gets neither."""
+    from grpo_recipes.launch.serve import recipe_serve_command
+
+    command, env = recipe_serve_command(_recipe(tmp_path, "model.lora.r=12"))
+    assert command[-7:] == [
+        "--enable-lora",
+        "--max-lora-rank",
+        "16",
+        "--max-loras",
+        "1",
+        "--max-cpu-loras",
+        "2",
+    ]
+    assert env["VLLM_ALLOW_RUNTIME_LORA_UPDATING"] == "1"
+    for override in ("model.lora=null", "model.lora.vllm_sync=merged"):
+        command, env = recipe_serve_command(_recipe(tmp_path, override))
+        assert "--enable-lora" not in command and "VLLM_ALLOW_RUNTIME_LORA_UPDATING" not in env, override
 
 
 @needs_vllm
@@ -109,6 +136,93 @@ def test_the_adapter_vllm_serves_is_the_policy_that_trains(tiny_model, tmp_path)
     assert probe["trained"] != pytest.approx(probe["perturbed"], abs=1e-4)  # the step moved the adapter
     assert probe["sync_bytes"] == 4 * probe["adapter_parameters"]  # float32 adapter, nothing else
     assert probe["loras"] == [probe["version"]] and probe["version"] >= 4
+
+
+@needs_vllm
+@pytest.mark.smoke
+def test_a_vllm_server_serves_the_adapter_that_trains(tiny_model, tmp_path):
+    """Server mode: make serve's command for a LoRA recipe, then each sync hands the server the adapter alone.
+    After each (the adapter at zero, moved by hand, after a real optimizer step) the server's log-probabilities
+    of a fixed text under the adapter the client names match the PEFT model's; the server holds the latest
+    adapter only, and pre-flight finds it ready for them."""
+    import os
+
+    from grpo_recipes.launch import preflight
+    from grpo_recipes.launch.serve import Server, recipe_serve_command, server_lora_problem
+    from grpo_recipes.ports import free_port
+
+    data = tiny_recipe(tiny_model, tmp_path / "out")
+    data["model"]["lora"] = {"r": 4, "alpha": 8, "dropout": 0.0}
+    data["trainer"].update(use_vllm=True, vllm_mode="server", vllm_max_model_length=256)
+    recipe = load_recipe(write_recipe(tmp_path / "r.yaml", data), check_trainer=False)
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    command, env = recipe_serve_command(recipe, port=port)
+    with Server(command, {**env, "CUDA_VISIBLE_DEVICES": ""}, url, tmp_path / "server.log"):
+        assert server_lora_problem(url, rank=4) is None
+        assert server_lora_problem(url, rank=64) == "its --max-lora-rank 8 is below the adapter's rank 64"
+        result = subprocess.run(
+            [
+                sys.executable,
+                str(Path(__file__).with_name("vllm_adapter_probe.py")),
+                str(tiny_model),
+                str(tmp_path),
+                url,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            env={**os.environ, "CUDA_VISIBLE_DEVICES": ""},
+        )
+        assert result.returncode == 0, result.stderr[-3000:]
+        probe = json.loads(result.stdout.strip().splitlines()[-1])
+        config = type("Config", (), {"vllm_server_base_url": url, "vllm_server_timeout": 5})()
+        assert preflight._server_problem(recipe, config, {}) is None
+    server_log = (tmp_path / "server.log").read_text()
+    assert probe["generation"] == "AdapterSyncCPUVLLMGeneration" and probe["fallback"] is None
+    for stage in ("original", "perturbed", "trained"):
+        assert probe[stage] == pytest.approx(probe[f"{stage}_policy"], abs=2e-2), stage
+    assert max(abs(a - b) for a, b in zip(probe["perturbed"], probe["original"], strict=True)) > 0.2
+    assert probe["trained"] != pytest.approx(probe["perturbed"], abs=1e-4)
+    assert probe["sync_bytes"] == 4 * probe["adapter_parameters"]
+    assert probe["loras"] == [probe["version"]] and probe["model_named"] == f"policy-v{probe['version']}"
+    assert "reload_weights" not in server_log  # the server's own weights were never replaced
+
+
+def test_a_server_without_lora_is_refused_before_training_with_the_fix(tmp_path, monkeypatch):
+    """Pre-flight reads the server's /server_info: a server started without LoRA, or whose adapters cannot be
+    loaded at run time, is named in one line with the two ways out."""
+    from grpo_recipes.launch import preflight, serve
+
+    recipe = _recipe(tmp_path, "trainer.vllm_mode=server")
+    config = type("Config", (), {"vllm_server_base_url": "http://h:1", "vllm_server_timeout": 5})()
+    monkeypatch.setattr(preflight, "health_problem", lambda url, timeout: None)
+    infos = {
+        "it was started without --enable-lora": {"vllm_config": {"lora_config": None}},
+        "it was started without VLLM_ALLOW_RUNTIME_LORA_UPDATING=1 (no endpoint loads an adapter)": {
+            "vllm_config": {"lora_config": {"max_lora_rank": 16}},
+            "vllm_env": {},
+        },
+    }
+    for why, info in infos.items():
+        monkeypatch.setattr(serve, "_server_info", lambda url, timeout, info=info: info)
+        problem = preflight._server_problem(recipe, config, {})
+        assert str(problem).endswith(
+            f"cannot load it: {why}; fix: restart it with make serve RECIPE={tmp_path / 'r.yaml'}, which enables "
+            "LoRA, or add the override model.lora.vllm_sync=merged"
+        ), problem
+    ready = {
+        "vllm_config": {"lora_config": {"max_lora_rank": 16}},
+        "vllm_env": {"VLLM_ALLOW_RUNTIME_LORA_UPDATING": True},
+    }
+    monkeypatch.setattr(serve, "_server_info", lambda url, timeout: ready)
+    assert preflight._server_problem(recipe, config, {}) is None
+    # A merged sync needs nothing of the server's LoRA.
+    monkeypatch.setattr(
+        serve, "_server_info", lambda url, timeout: infos["it was started without --enable-lora"]
+    )
+    merged = _recipe(tmp_path, "trainer.vllm_mode=server", "model.lora.vllm_sync=merged")
+    assert preflight._server_problem(merged, config, {}) is None
 
 
 def _tiny_vllm_run(tiny_model, out, sync: str) -> list[dict]:

@@ -11,7 +11,8 @@ import sys
 
 def colocate_trainer(model_path: str, out: str, lora: bool, reward_funcs, **settings):
     """A RecipeGRPOTrainer on the CPU with vLLM colocated (one step of one group of 4 on 8 arithmetic
-    prompts); `settings`: GRPOConfig fields, and `adapter_sync` for the trainer. Shared by the sync probes."""
+    prompts); `settings`: GRPOConfig fields (`vllm_mode="server"` and its URL for a server instead), and
+    `adapter_sync` for the trainer. Shared by the sync probes."""
     import datasets
     from trl import GRPOConfig
 
@@ -22,19 +23,21 @@ def colocate_trainer(model_path: str, out: str, lora: bool, reward_funcs, **sett
     adapter_sync = settings.pop("adapter_sync", False)
     rows = [{"prompt": [{"role": "user", "content": f"Calculate {i} + 1."}]} for i in range(8)]
     args = GRPOConfig(
-        output_dir=out,
-        per_device_train_batch_size=4,
-        num_generations=4,
-        max_completion_length=8,
-        max_steps=1,
-        use_cpu=True,
-        bf16=False,
-        report_to="none",
-        use_vllm=True,
-        vllm_mode="colocate",
-        vllm_gpu_memory_utilization=0.15,
-        vllm_max_model_length=256,
-        **settings,
+        **{
+            "output_dir": out,
+            "per_device_train_batch_size": 4,
+            "num_generations": 4,
+            "max_completion_length": 8,
+            "max_steps": 1,
+            "use_cpu": True,
+            "bf16": False,
+            "report_to": "none",
+            "use_vllm": True,
+            "vllm_mode": "colocate",
+            "vllm_gpu_memory_utilization": 0.15,
+            "vllm_max_model_length": 256,
+            **settings,
+        }
     )
     spec = ModelSpec(name_or_path=model_path, lora=LoraSpec(r=4, alpha=8, dropout=0.0) if lora else None)
     return RecipeGRPOTrainer(
