@@ -91,7 +91,9 @@ TINY_SIZES = {
 
 
 def architecture_of(name_or_path: str, revision: str | None = None) -> str:
-    """The `model_type` of a model: from its config where it can be read (local folder, Hub), else its name.
+    """The `model_type` of a model (for a tiny stand-in of the same architecture): from its config where it is
+    on disk (a local folder, the Hub cache), else from its name, else from its config on the Hub. The name comes
+    before the Hub because the smoke runs that ask are offline, where each Hub attempt retries for about 20 s.
 
     >>> architecture_of("Qwen/Qwen2.5-1.5B-Instruct")
     'qwen2'
@@ -99,16 +101,20 @@ def architecture_of(name_or_path: str, revision: str | None = None) -> str:
     from transformers import AutoConfig
 
     try:
+        return AutoConfig.from_pretrained(name_or_path, revision=revision, local_files_only=True).model_type
+    except (OSError, ValueError):
+        pass
+    lowered = name_or_path.lower()
+    for key, model_type in ARCHITECTURE_BY_NAME.items():
+        if key in lowered:
+            return model_type
+    try:
         return AutoConfig.from_pretrained(name_or_path, revision=revision).model_type
     except (OSError, ValueError):
-        lowered = name_or_path.lower()
-        for key, model_type in ARCHITECTURE_BY_NAME.items():
-            if key in lowered:
-                return model_type
-    raise ValueError(
-        f"cannot tell the architecture of {name_or_path!r} offline (its config is not readable here and the "
-        f"name matches none of: {', '.join(ARCHITECTURE_BY_NAME)})."
-    )
+        raise ValueError(
+            f"cannot tell the architecture of {name_or_path!r} offline (its config is not readable here and the "
+            f"name matches none of: {', '.join(ARCHITECTURE_BY_NAME)})."
+        ) from None
 
 
 def make_tiny_model(

@@ -165,11 +165,6 @@ class RecipeDistillationTrainer(DistillationTrainer):
                         f"{config.model_type} scales or caps them (use full_vocabulary)"
                     )
 
-    @property
-    def generation_backend(self) -> str:
-        """What generates the completions: `transformers`, `vllm-colocate` or `vllm-server`."""
-        return f"vllm-{self.vllm_mode}" if self.use_vllm else "transformers"
-
     def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
         if "loss" in logs and "eval_loss" not in logs:  # the loss is the divergence: named so in the report
             logs["divergence"] = logs["loss"]

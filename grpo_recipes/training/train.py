@@ -337,7 +337,7 @@ def _write_run_report(out: Path, log) -> None:
 
 def _distribution_info(trainer) -> dict[str, Any]:
     """How the run is spread: processes, accelerate's distributed type, ZeRO stage, generation back-end."""
-    from .trainer import vllm_sync_used
+    from .trainer import generation_backend, vllm_sync_used
 
     state = trainer.accelerator.state
     deepspeed = getattr(state, "deepspeed_plugin", None)
@@ -346,7 +346,7 @@ def _distribution_info(trainer) -> dict[str, Any]:
         "distributed_type": str(state.distributed_type).rsplit(".", 1)[-1],
         "zero_stage": deepspeed.zero_stage if deepspeed is not None else None,
         "mixed_precision": str(state.mixed_precision),
-        "generation": trainer.generation_backend,
+        "generation": generation_backend(trainer),
         "vllm_sync": vllm_sync_used(trainer),
     }
 

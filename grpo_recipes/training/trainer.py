@@ -61,6 +61,12 @@ def vllm_generation_class(args: Any, adapter_sync: bool = False) -> type:
     return with_adapter_sync(generation, adapter_sync)
 
 
+def generation_backend(trainer: Any) -> str:
+    """What generates a trainer's completions (GRPO's or distillation's): `transformers`, `vllm-colocate` or
+    `vllm-server`."""
+    return f"vllm-{trainer.vllm_mode}" if trainer.use_vllm else "transformers"
+
+
 def vllm_sync_used(trainer: Any) -> str | None:
     """How the weights reach vLLM in this run: `adapter`, or `merged` with the reason; None without vLLM."""
     generation = getattr(trainer, "vllm_generation", None)
@@ -104,11 +110,6 @@ class RecipeGRPOTrainer(GRPOTrainer):
 
         with replaced(grpo_trainer, "VLLMGeneration", vllm_generation_class(kwargs["args"], adapter_sync)):
             super().__init__(*args, **kwargs)
-
-    @property
-    def generation_backend(self) -> str:
-        """What generates the completions: `transformers`, `vllm-colocate` or `vllm-server`."""
-        return f"vllm-{self.vllm_mode}" if self.use_vllm else "transformers"
 
     # --- tools: every process in every round; counts in the step log --------------------------------------
 

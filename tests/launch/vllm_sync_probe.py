@@ -54,6 +54,8 @@ def main(model_path: str, out: str, lora: bool) -> dict:
     import torch
     from vllm import SamplingParams
 
+    from grpo_recipes.training.trainer import generation_backend
+
     trainer = colocate_trainer(model_path, out, lora, lambda completions, **kw: [0.0] * len(completions))
     generation = trainer.vllm_generation
     # The log-probabilities of a fixed text's own tokens: no argmax decides which token is scored, so a
@@ -83,7 +85,7 @@ def main(model_path: str, out: str, lora: bool) -> dict:
     restored = served()
     return {
         "generation": type(generation).__name__,
-        "backend": trainer.generation_backend,
+        "backend": generation_backend(trainer),
         "original": original,
         "perturbed": perturbed,
         "restored": restored,
