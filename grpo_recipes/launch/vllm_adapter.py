@@ -236,9 +236,8 @@ def adapter_root() -> Path:
     else:
         shm = Path("/dev/shm")
         parent = shm if shm.is_dir() else None
-    root = Path(
-        tempfile.mkdtemp(prefix="grpo-lora-", dir=parent)
-    ).resolve()  # vLLM takes a relative path for a Hub id
+    # Absolute: vLLM takes a relative path that does not exist for a Hub id.
+    root = Path(tempfile.mkdtemp(prefix="grpo-lora-", dir=parent)).resolve()
     atexit.register(shutil.rmtree, root, ignore_errors=True)
     return root
 
