@@ -61,17 +61,29 @@ def run_script(script: str, *args: str, timeout: float = 600, extra_env: dict | 
     return subprocess.CompletedProcess(command, status, stdout, stderr)
 
 
-def two_process_launcher() -> list[str]:
-    """`accelerate launch` of two real gloo processes on this CPU (configs/cpu_2proc.yaml: MULTI_GPU, no GPU)."""
+def accelerate_launcher(config: str = "cpu_2proc.yaml") -> list[str]:
+    """`accelerate launch` of two real gloo processes on this CPU with a shipped config (no GPU visible), as
+    `make smoke` runs it: the config's process count and mixed precision overridden, a free port."""
+    from grpo_recipes.ports import free_port
+
     accelerate = REPO / ".venv" / "bin" / "accelerate"
     return [
         str(accelerate) if accelerate.exists() else "accelerate",
         "launch",
         "--config_file",
-        str(REPO / "configs" / "cpu_2proc.yaml"),
+        str(REPO / "configs" / config),
+        "--num_processes",
+        "2",
+        "--mixed_precision",
+        "no",
         "--main_process_port",
-        str(29500 + os.getpid() % 1000),
+        str(free_port()),
     ]
+
+
+def two_process_launcher() -> list[str]:
+    """`accelerate launch` of two real gloo processes on this CPU (configs/cpu_2proc.yaml: MULTI_GPU, no GPU)."""
+    return accelerate_launcher("cpu_2proc.yaml")
 
 
 def model_stub(path: Path) -> Path:

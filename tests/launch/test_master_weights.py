@@ -30,9 +30,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from support import REPO, run_in_own_group, run_script, tiny_recipe, two_process_launcher, write_recipe
-
-from grpo_recipes.ports import free_port
+from support import (
+    accelerate_launcher,
+    run_in_own_group,
+    run_script,
+    tiny_recipe,
+    two_process_launcher,
+    write_recipe,
+)
 
 STEPS = 20
 LEARNING_RATE = 1.0e-6
@@ -127,23 +132,6 @@ def weight_moves(initial: Path, final: Path, dtype=None) -> Moves:
         max=float(delta.max()) / unit,
         over_bound=over,
     )
-
-
-def accelerate_launcher(config: str) -> list[str]:
-    """`accelerate launch` of two gloo processes with a shipped config, as `make smoke` runs it on a CPU."""
-    accelerate = REPO / ".venv" / "bin" / "accelerate"
-    return [
-        str(accelerate) if accelerate.exists() else "accelerate",
-        "launch",
-        "--config_file",
-        str(REPO / "configs" / config),
-        "--num_processes",
-        "2",
-        "--mixed_precision",
-        "no",
-        "--main_process_port",
-        str(free_port()),
-    ]
 
 
 def full_weights_recipe(tmp_path: Path, model: Path, processes: int) -> Path:
