@@ -19,6 +19,19 @@ needs_vllm = pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason
 REPO = Path(__file__).resolve().parents[2]
 
 
+def assert_served_is_the_policy(probe: dict) -> None:
+    """After each sync vLLM's log-probabilities equal the PEFT policy's within bfloat16's rounding (8 bits of
+    mantissa, so about 0.04 at a log-probability of -11, plus 1e-2), and after the optimizer step they sit far
+    nearer the stepped policy than the one before it: an adapter one sync stale fails here."""
+    for stage in ("original", "perturbed", "trained"):
+        served, policy = probe[stage], probe[f"{stage}_policy"]
+        for token, (a, b) in enumerate(zip(served, policy, strict=True)):
+            assert abs(a - b) <= abs(b) * 2**-8 + 1e-2, (stage, token, a, b)
+    error = max(abs(a - b) for a, b in zip(probe["trained"], probe["trained_policy"], strict=True))
+    moved = max(abs(a - b) for a, b in zip(probe["trained_policy"], probe["perturbed_policy"], strict=True))
+    assert error < moved / 4, (error, moved)
+
+
 @pytest.mark.parametrize(
     ("keys", "problem"),
     [
@@ -130,8 +143,7 @@ def test_the_adapter_vllm_serves_is_the_policy_that_trains(tiny_model, tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     probe = json.loads(result.stdout.strip().splitlines()[-1])
     assert probe["generation"] == "AdapterSyncCPUVLLMGeneration" and probe["fallback"] is None
-    for stage in ("original", "perturbed", "trained"):
-        assert probe[stage] == pytest.approx(probe[f"{stage}_policy"], abs=2e-2), stage
+    assert_served_is_the_policy(probe)
     assert max(abs(a - b) for a, b in zip(probe["perturbed"], probe["original"], strict=True)) > 0.2
     assert probe["trained"] != pytest.approx(probe["perturbed"], abs=1e-4)  # the step moved the adapter
     assert probe["sync_bytes"] == 4 * probe["adapter_parameters"]  # float32 adapter, nothing else
@@ -180,8 +192,7 @@ def test_a_vllm_server_serves_the_adapter_that_trains(tiny_model, tmp_path):
         assert preflight._server_problem(recipe, config, {}) is None
     server_log = (tmp_path / "server.log").read_text()
     assert probe["generation"] == "AdapterSyncCPUVLLMGeneration" and probe["fallback"] is None
-    for stage in ("original", "perturbed", "trained"):
-        assert probe[stage] == pytest.approx(probe[f"{stage}_policy"], abs=2e-2), stage
+    assert_served_is_the_policy(probe)
     assert max(abs(a - b) for a, b in zip(probe["perturbed"], probe["original"], strict=True)) > 0.2
     assert probe["trained"] != pytest.approx(probe["perturbed"], abs=1e-4)
     assert probe["sync_bytes"] == 4 * probe["adapter_parameters"]
