@@ -311,6 +311,10 @@ class EvaluationSpec:
     max_new_tokens: int | None = None
     """Default: trainer.max_completion_length."""
     batch_size: int = 50
+    every_steps: int | None = None
+    """Also evaluate every N training steps, giving held-out accuracy against minutes of training (the run's
+    `eval_curve.json`, its report's table and panel). The minutes count training alone: the evaluations
+    during training are not counted, nor by a sweep's budget. None: before and after only."""
 
 
 @dataclass
@@ -1065,10 +1069,20 @@ def parse_recipe(
         )
     _check_rewards(recipe, source)
     _check_curriculum(recipe, source)
+    _check_evaluation(recipe, source)
     _check_tools(recipe, source, base_dir)
     if check_trainer:
         _check_trainer(recipe, source)
     return recipe
+
+
+def _check_evaluation(recipe: Recipe, source: str) -> None:
+    for key in ("max_samples", "batch_size", "every_steps"):
+        value = getattr(recipe.evaluation, key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise RecipeError(
+                source, f"evaluation.{key}", f"must be a whole number of at least 1, got {value!r}."
+            )
 
 
 def load_recipe(path: str | Path, overrides: list[str] | None = None, check_trainer: bool = True) -> Recipe:

@@ -1,28 +1,80 @@
 """Write a run folder's report again from its files: report.md, report.png and reward_curve.png.
 
 python scripts/report.py outputs/default
+python scripts/report.py --curves curves.png --target 0.812 outputs/distill-cpu outputs/code-cpu
+
+With `--curves`, the held-out accuracy of several runs against their minutes of training goes into one
+picture (runs trained with `evaluation.every_steps` have points between their two ends), and a table gives
+each run's final accuracy and the minutes it took to reach `--target`.
 """
 
 import argparse
 import sys
+from pathlib import Path
 
-from grpo_recipes.cli import EXIT_BAD_INPUT
+from grpo_recipes.cli import EXIT_BAD_INPUT, number_in
+
+
+def curves(run_dirs: list[str], picture: str, target: float | None) -> int:
+    from grpo_recipes.evaluation.report import (
+        RunFolderError,
+        minutes_to_reach,
+        plot_held_out_curves,
+        read_run,
+    )
+
+    found = {}
+    for run_dir in run_dirs:
+        try:
+            summary = read_run(run_dir).summary or {}
+        except RunFolderError as err:
+            print(f"error: {err}", file=sys.stderr)
+            return EXIT_BAD_INPUT
+        if not summary.get("held_out_curve"):
+            print(
+                f"error: {run_dir}: no held_out_curve in summary.json (a finished run with held-out evaluation)",
+                file=sys.stderr,
+            )
+            return EXIT_BAD_INPUT
+        found[Path(run_dir).name] = summary["held_out_curve"]
+    plot_held_out_curves(found, picture, target=target)
+    reach = f"minutes to reach {100 * target:.1f} %" if target is not None else None
+    print(f"| run | points | final accuracy | minutes of training |{f' {reach} |' if reach else ''}")
+    print(f"| --- | --- | --- | --- |{' --- |' if reach else ''}")
+    for name, curve in found.items():
+        end = curve[-1]
+        row = f"| {name} | {len(curve)} | {100 * end['accuracy']:.1f} % | {end['minutes']:.1f} |"
+        if reach:
+            minutes = minutes_to_reach(curve, target)
+            row += f" {'not reached' if minutes is None else f'{minutes:.1f}'} |"
+        print(row)
+    print(f"wrote {picture}")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
     parser.add_argument(
-        "run_dir", metavar="RUN_DIR", help="a training run's output folder, e.g. outputs/default"
+        "run_dirs", metavar="RUN_DIR", nargs="+", help="a training run's output folder, e.g. outputs/default"
+    )
+    parser.add_argument("--curves", metavar="PNG", help="draw the runs' held-out curves into this picture")
+    parser.add_argument(
+        "--target", type=number_in(0, 1), help="with --curves: the accuracy (0-1) whose minutes to report"
     )
     args = parser.parse_args(argv)
+    if args.curves:
+        return curves(args.run_dirs, args.curves, args.target)
+    if args.target is not None:
+        parser.error("--target goes with --curves")
     from grpo_recipes.evaluation.report import RunFolderError, write_report
 
-    try:
-        written = write_report(args.run_dir)
-    except RunFolderError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    print(f"wrote {', '.join(str(path) for path in written)}")
+    for run_dir in args.run_dirs:
+        try:
+            written = write_report(run_dir)
+        except RunFolderError as err:
+            print(f"error: {err}", file=sys.stderr)
+            return EXIT_BAD_INPUT
+        print(f"wrote {', '.join(str(path) for path in written)}")
     return 0
 
 

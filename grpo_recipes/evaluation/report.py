@@ -18,6 +18,7 @@ import yaml
 REPORT_PNG = "report.png"
 REPORT_MD = "report.md"
 REWARD_CURVE_PNG = "reward_curve.png"
+HELD_OUT_CURVE_PNG = "held_out_curve.png"
 BEFORE_SAMPLES, AFTER_SAMPLES = "eval_before_samples.jsonl", "eval_after_samples.jsonl"
 #: The guarded tools' counts training logs for each step (`training.trainer`), with their names in report.md.
 TOOL_COUNTS = (
@@ -252,6 +253,67 @@ def plot_report(log_history: list[dict[str, Any]], path: str | Path, title: str 
     fig.savefig(path, dpi=DPI)
     plt.close(fig)
     return Path(path)
+
+
+def minutes_to_reach(curve: list[dict[str, Any]], accuracy: float) -> float | None:
+    """The minutes of training at the first held-out point at or above `accuracy`; None if none reaches it.
+
+    >>> minutes_to_reach([{"minutes": 0.0, "accuracy": 0.4}, {"minutes": 2.5, "accuracy": 0.8}], 0.75)
+    2.5
+    """
+    return next((p["minutes"] for p in curve if p["accuracy"] >= accuracy - 1e-9), None)
+
+
+def plot_held_out_curves(
+    curves: dict[str, list[dict[str, Any]]], path: str | Path, title: str = "", target: float | None = None
+) -> Path | None:
+    """Held-out accuracy against minutes of training, one line a run (`curves`: its name to its
+    summary.json `held_out_curve`), with a dashed line at `target` when given. None when no curve has a
+    point at all."""
+    drawn = {name: curve for name, curve in curves.items() if curve}
+    if not drawn:
+        return None
+    plt = _pyplot()
+    fig, ax = plt.subplots(
+        figsize=(PANEL_WIDTH_IN * 1.4, PANEL_HEIGHT_IN * 1.3), dpi=DPI, layout="constrained"
+    )
+    for index, (name, curve) in enumerate(drawn.items()):
+        ax.plot(
+            [p["minutes"] for p in curve],
+            [100 * p["accuracy"] for p in curve],
+            marker="o",
+            color=f"C{index}",
+            label=name,
+        )
+    if target is not None:
+        ax.axhline(100 * target, color="grey", linestyle="--", linewidth=1, label=f"{100 * target:.1f} %")
+    ax.set_xlabel("minutes of training (evaluations not counted)")
+    ax.set_ylabel("held-out accuracy, greedy (%)")
+    ax.set_title(title or "held-out accuracy during training", fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, frameon=False)
+    fig.savefig(path, dpi=DPI)
+    plt.close(fig)
+    return Path(path)
+
+
+def _curve_lines(run: RunFolder) -> list[str]:
+    """report.md's table of held-out accuracy during training (`evaluation.every_steps`), when it has one."""
+    curve = (run.summary or {}).get("held_out_curve") or []
+    if len(curve) <= 2:  # before and after only: the table above has them
+        return []
+    rows = [
+        [str(p["step"]), f"{p['minutes']:.1f}", f"{100 * p['accuracy']:.1f} % ({p['correct']}/{p['total']})"]
+        for p in curve
+    ]
+    return [
+        "## Held-out accuracy against minutes of training",
+        "",
+        "Greedy, on the same held-out problems at each point; the minutes count training only.",
+        "",
+        *markdown_table(["step", "minutes", "accuracy"], rows),
+        "",
+    ]
 
 
 def plot_reward_curve(log_history: list[dict[str, Any]], path: str | Path, title: str = "") -> Path | None:
@@ -852,6 +914,7 @@ def render_report_md(run: RunFolder, pictures: list[str]) -> str:
             ]
         lines.append("")
 
+    lines += _curve_lines(run)
     lines += _tool_lines(run)
 
     if pictures:
@@ -905,6 +968,9 @@ def write_report(run_dir: str | Path) -> list[Path]:
         path = plot(run.log_history, run.path / name, title=title)
         if path is not None:
             written.append(path)
+    if plots and _curve_lines(run):
+        curve = run.summary["held_out_curve"]
+        written.append(plot_held_out_curves({run.path.name: curve}, run.path / HELD_OUT_CURVE_PNG))
     markdown = run.path / REPORT_MD
     markdown.write_text(render_report_md(run, [p.name for p in written]))
     return [*written, markdown]

@@ -363,19 +363,74 @@ def _before_training_callback(evaluate: Callable[[], None]):
     return EvaluateBeforeTraining()
 
 
-def _time_limit_callback(seconds: float, log):
+class TrainingClock:
+    """Seconds of training: from the trainer's first step (after the before-training evaluation), less the
+    held-out evaluations during training, plus what a resumed run's checkpoint had trained. A time limit and
+    the held-out curve count these."""
+
+    FILE = "training_seconds.json"  # in each checkpoint, for a resumed run
+
+    def __init__(self, resumed_from: str | None = None) -> None:
+        self.start: float | None = None
+        self.paused = 0.0
+        saved = Path(resumed_from or "") / self.FILE
+        self.offset = json.loads(saved.read_text())["seconds"] if resumed_from and saved.is_file() else 0.0
+        self.ended: float | None = None
+
+    def seconds(self) -> float:
+        if self.ended is not None:
+            return self.ended
+        return self.offset + (0.0 if self.start is None else time.time() - self.start - self.paused)
+
+    def callback(self):
+        from transformers import TrainerCallback
+
+        clock = self
+
+        class Clock(TrainerCallback):
+            def on_train_begin(self, args, state, control, **kwargs):
+                clock.start = time.time()  # after the before-training evaluation, which is not training
+
+            def on_save(self, args, state, control, **kwargs):
+                folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+                if state.is_world_process_zero and folder.is_dir():
+                    _write_json(folder / clock.FILE, {"seconds": round(clock.seconds(), 2)})
+
+            def on_train_end(self, args, state, control, **kwargs):
+                clock.ended = clock.seconds()
+
+        return Clock()
+
+
+def _held_out_curve_callback(held_out: HeldOutEvaluation, every: int, clock: TrainingClock):
+    from transformers import TrainerCallback
+
+    class HeldOutCurve(TrainerCallback):
+        """The held-out evaluation every `every` steps (not at the last one: the after-evaluation is that
+        point), its time taken off the training clock."""
+
+        def on_step_end(self, args, state, control, **kwargs):
+            step = state.global_step
+            if step % every or control.should_training_stop or step >= state.max_steps:
+                return
+            began = time.time()
+            held_out.run_at_step(step, clock.seconds(), state)
+            clock.paused += time.time() - began
+
+    return HeldOutCurve()
+
+
+def _time_limit_callback(seconds: float, clock: TrainingClock, log):
     from accelerate import PartialState
     from accelerate.utils import broadcast_object_list
     from transformers import TrainerCallback
 
     class TimeLimit(TrainerCallback):
-        """Ends training after the step that passes the limit, as if max_steps were reached (saved, evaluated)."""
-
-        def on_train_begin(self, args, state, control, **kwargs):
-            self.start = time.time()  # after the before-training evaluation, which the limit does not count
+        """Ends training after the step that passes the limit, as if max_steps were reached (saved, evaluated).
+        The limit counts training: not the held-out evaluations before or during it."""
 
         def on_step_end(self, args, state, control, **kwargs):
-            over = [time.time() - self.start > seconds]
+            over = [clock.seconds() - clock.offset > seconds]
             # The main process's clock decides for all: ranks that stopped at different steps would hang.
             if PartialState().num_processes > 1:
                 broadcast_object_list(over)
@@ -449,6 +504,7 @@ def train(
         warmup_seconds = warmup["seconds"]
         if main:
             _update_json(out / "run_info.json", {"warmup": warmup})
+    clock = TrainingClock(last)
     callbacks = [step_log_callback(log, config.max_steps)]
     if held_out.enabled:
 
@@ -460,9 +516,12 @@ def train(
                 held_out.run("teacher", reuse_saved=bool(last))
 
         callbacks.append(_before_training_callback(evaluate_before))
-    if time_limit_minutes is not None:  # after the before-evaluation, so that the limit counts training only
+    callbacks.append(clock.callback())  # after the before-evaluation, so that the clock counts training only
+    if time_limit_minutes is not None:
         # The warm-up is training: it counts against the limit.
-        callbacks.append(_time_limit_callback(time_limit_minutes * 60 - warmup_seconds, log))
+        callbacks.append(_time_limit_callback(time_limit_minutes * 60 - warmup_seconds, clock, log))
+    if held_out.enabled and recipe.evaluation.every_steps:  # after the limit, which may end training here
+        callbacks.append(_held_out_curve_callback(held_out, recipe.evaluation.every_steps, clock))
     curriculum = None
     if recipe.curriculum is not None:
         from .curriculum import Curriculum, checkpoint_callback
@@ -553,6 +612,7 @@ def train(
         # GRPO's own change (after against before); with a warm-up, the warm-up's and the two together.
         **_paired_changes(out, recipe, held_out.results if main else {}),
         **({"teacher_gain_recovered": gain_recovered(held_out.results)} if recipe.teacher else {}),
+        "held_out_curve": held_out_curve(held_out.results, trainer.state.log_history, clock.seconds()),
         "sampling": sampling_summary(trainer.state.log_history),
     }
     if curriculum is not None:
@@ -631,6 +691,35 @@ class HeldOutEvaluation:
             self.results["teacher"] = None
         self.trainer = None
 
+    def run_at_step(self, step: int, seconds: float, state) -> None:
+        """Evaluate the policy during training, after `step` (`seconds` of training): the point goes into the
+        trainer's log history as `held_out/accuracy` (a resumed run keeps the earlier points from its
+        checkpoint), with `held_out/minutes`, `held_out/correct` and `held_out/total`."""
+        from ..evaluation.evaluate import greedy_accuracy
+
+        self.log(f"evaluating the policy after step {step} on {len(self.rows)} held-out prompts (greedy) ...")
+        result = greedy_accuracy(
+            self.trainer.model_wrapped,
+            self.tokenizer,
+            self.rows,
+            self.recipe,
+            log=self.log,
+            accelerator=self.trainer.accelerator,
+        )
+        state.log_history.append(
+            {
+                "step": step,
+                "held_out/accuracy": result.accuracy,
+                "held_out/minutes": round(seconds / 60, 3),
+                "held_out/correct": result.correct,
+                "held_out/total": result.total,
+            }
+        )
+        self.log(
+            f"held-out accuracy after step {step} ({seconds / 60:.1f} min of training): "
+            f"{format_accuracy(result.to_dict())}"
+        )
+
     def run(self, when: str, reuse_saved: bool) -> None:
         """Evaluate now and keep the result as `when`: "base" (the adapter turned off: the model before the
         warm-up), "before" (GRPO's starting point), "after", or "teacher" (a distillation run's teacher)."""
@@ -680,6 +769,48 @@ STAGE_NAMES = {
     "after": "trained model",
     "teacher": "teacher",
 }
+
+
+def held_out_curve(
+    results: dict[str, Any], log_history: list[dict[str, Any]], train_seconds: float
+) -> list[dict[str, Any]]:
+    """Held-out accuracy against minutes of training: the starting point at 0, each evaluation during
+    training (`evaluation.every_steps`), and the trained model at the run's training minutes. Empty without
+    a held-out evaluation.
+
+    >>> r = lambda correct: {"correct": correct, "total": 4, "accuracy": correct / 4}
+    >>> logged = [{"step": 5, "held_out/accuracy": 0.5, "held_out/minutes": 1.2, "held_out/correct": 2,
+    ...            "held_out/total": 4}, {"step": 10, "loss": 0.1}]
+    >>> [(p["step"], p["minutes"], p["accuracy"]) for p in held_out_curve({"before": r(1), "after": r(3)}, logged, 150)]
+    [(0, 0.0, 0.25), (5, 1.2, 0.5), (10, 2.5, 0.75)]
+    """
+    before, after = results.get("before"), results.get("after")
+    if before is None or after is None:
+        return []
+    steps = [entry["step"] for entry in log_history if "step" in entry]
+    points = [{"step": 0, "minutes": 0.0, "correct": before["correct"], "total": before["total"]}]
+    for entry in log_history:
+        if "held_out/accuracy" in entry:
+            points.append(
+                {
+                    "step": entry["step"],
+                    "minutes": entry["held_out/minutes"],
+                    "correct": entry["held_out/correct"],
+                    "total": entry["held_out/total"],
+                }
+            )
+    last = max(steps, default=0)
+    points.append(
+        {
+            "step": last,
+            "minutes": round(train_seconds / 60, 3),
+            "correct": after["correct"],
+            "total": after["total"],
+        }
+    )
+    for point in points:
+        point["accuracy"] = point["correct"] / max(point["total"], 1)
+    return points
 
 
 def gain_recovered(results: dict[str, Any]) -> float | None:

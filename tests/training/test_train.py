@@ -216,6 +216,58 @@ def test_a_warm_up_trains_the_lora_adapter_that_grpo_goes_on_with(tiny_model, tm
     assert json.loads((out / "summary.json").read_text())["global_step"] == 3
 
 
+def test_held_out_accuracy_every_n_steps_draws_accuracy_against_minutes(tiny_model, tmp_path):
+    """evaluation.every_steps: the policy evaluated during training; summary.json's held_out_curve runs from the
+    starting point at 0 minutes to the trained model, the minutes count training only, report.md has the
+    table, and a resumed run keeps the earlier points and goes on counting from its checkpoint's minutes."""
+    out = tmp_path / "run"
+    data = tiny_recipe(tiny_model, out, max_steps=3, save_steps=3)
+    data["evaluation"]["every_steps"] = 1
+    recipe = write_recipe(tmp_path / "tiny.yaml", data)
+    first = run_script("train.py", "--config", str(recipe))
+    assert first.returncode == 0, first.stderr[-3000:]
+    for step in (1, 2):
+        assert f"held-out accuracy after step {step} (" in first.stdout
+    assert "held-out accuracy after step 3 (" not in first.stdout  # the after-evaluation is that point
+    summary = json.loads((out / "summary.json").read_text())
+    curve = summary["held_out_curve"]
+    before, after = (json.loads((out / f"eval_{when}.json").read_text()) for when in ("before", "after"))
+    assert [p["step"] for p in curve] == [0, 1, 2, 3]
+    assert (curve[0]["minutes"], curve[0]["correct"], curve[-1]["correct"]) == (
+        0.0,
+        before["correct"],
+        after["correct"],
+    )
+    assert all(p["total"] == 8 and p["accuracy"] == p["correct"] / 8 for p in curve)
+    minutes = [p["minutes"] for p in curve]
+    assert minutes == sorted(minutes) and minutes[-1] > 0
+    # Training alone: the run's wall clock also holds the four evaluations.
+    assert minutes[-1] * 60 < summary["train_seconds"]
+    saved = json.loads((out / "checkpoint-3" / "training_seconds.json").read_text())["seconds"]
+    assert saved / 60 == pytest.approx(minutes[-1], abs=0.02)
+    report = (out / "report.md").read_text()
+    assert "## Held-out accuracy against minutes of training" in report
+    assert f"| 2 | {minutes[2]:.1f} | " in report
+    assert (out / "held_out_curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+    second = run_script("train.py", "--config", str(recipe), "trainer.max_steps=5", "trainer.save_steps=5")
+    assert second.returncode == 0, second.stderr[-3000:]
+    resumed = json.loads((out / "summary.json").read_text())["held_out_curve"]
+    assert [p["step"] for p in resumed] == [0, 1, 2, 4, 5]
+    assert resumed[1:3] == curve[1:3]  # from the checkpoint's log history
+    assert resumed[3]["minutes"] > saved / 60  # counted on from the checkpoint's training minutes
+
+    drawn = run_script(
+        "report.py", "--curves", str(tmp_path / "curves.png"), "--target", "0", str(out), str(out)
+    )
+    assert drawn.returncode == 0, drawn.stderr
+    assert (
+        f"| run | 5 | {100 * resumed[-1]['accuracy']:.1f} % | {resumed[-1]['minutes']:.1f} | 0.0 |"
+        in drawn.stdout
+    )
+    assert (tmp_path / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
 @pytest.mark.parametrize(
     "override, expected",
     [
@@ -228,6 +280,7 @@ def test_a_warm_up_trains_the_lora_adapter_that_grpo_goes_on_with(tiny_model, tm
         ),
         ("trainer.max_steps=two", "trainer.max_steps: expected an integer, got 'two'"),
         ("model.dtype=fp16", "model.dtype: got 'fp16'; allowed: auto, float32, bfloat16, float16"),
+        ("evaluation.every_steps=0", "evaluation.every_steps: must be a whole number of at least 1, got 0."),
     ],
 )
 def test_bad_recipe_exits_2_with_one_clear_line(tmp_path, override, expected):
