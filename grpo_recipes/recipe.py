@@ -241,11 +241,13 @@ class TeacherSpec:
     teacher (off-policy: the student matches the teacher's distributions along the teacher's own samples, the
     classic word-level distillation on teacher-written text). The teacher samples with transformers: vLLM holds
     the student's weights."""
-    estimator: Literal["full_vocabulary", "sampled_token"] = "full_vocabulary"
+    estimator: Literal["full_vocabulary", "sampled_token", "one_hot"] = "full_vocabulary"
     """full_vocabulary: TRL's loss, the divergence summed over the whole vocabulary at each position of the
     sample. sampled_token: only the sampled token's log-ratio, log teacher - log student, as a per-token
     advantage in a policy-gradient loss (an unbiased estimate of the reverse KL's gradient from one token a
-    position, noisier); with reverse_kl on the student's samples only."""
+    position, noisier); with reverse_kl on the student's samples only. one_hot: the teacher's sampled tokens
+    as targets, the cross-entropy a supervised step on written answers trains (supervised fine-tuning on the
+    teacher's text, sequence-level distillation); with samples: teacher only, and `divergence` unused."""
 
     @property
     def beta(self) -> float:
@@ -782,6 +784,13 @@ def _check_teacher(recipe: Recipe, source: str, base_dir: Path | None) -> None:
             "sampled_token estimates the reverse KL's gradient from the student's own samples: it needs "
             f"teacher.divergence: reverse_kl and teacher.samples: student (got {teacher.divergence}, "
             f"{teacher.samples}).",
+        )
+    if teacher.estimator == "one_hot" and teacher.samples != "teacher":
+        raise RecipeError(
+            source,
+            "teacher.estimator",
+            "one_hot trains on the teacher's own text as one-hot targets: it needs teacher.samples: teacher "
+            "(on the student's samples it would teach the student its own answers).",
         )
     unsupported = [
         ("tools", bool(recipe.tools)),

@@ -15,9 +15,10 @@ What this module adds to TRL's trainer:
   refuses the pair as it is.
 * `RecipeDistillationTrainer`: vLLM generation on a CPU as for GRPO (`grpo_recipes.launch.vllm_cpu`), and the
   recipe's rewards scored on every sample and logged as `reward`. They train nothing; they make a distillation
-  run's step line, curves and report read like a GRPO run's, so that the two compare on the same task. Two
+  run's step line, curves and report read like a GRPO run's, so that the two compare on the same task. Three
   variants for comparison (`TeacherSpec.samples`, `TeacherSpec.estimator`): the teacher writes the samples
-  (off-policy distillation), or the loss reads only the sampled token's log-ratio (a per-token advantage).
+  (off-policy distillation); the loss reads only the sampled token's log-ratio (a per-token advantage); or the
+  teacher's sampled tokens are one-hot targets (supervised fine-tuning on the teacher's text).
 """
 
 from __future__ import annotations
@@ -153,7 +154,7 @@ class RecipeDistillationTrainer(DistillationTrainer):
             raise ValueError(
                 "teacher.samples: teacher is not supported under ZeRO-3; launch with ZeRO-2 or DDP"
             )
-        if estimator == "sampled_token":
+        if estimator != "full_vocabulary":
             for model in (self.model, self.teacher_model):
                 config = self.accelerator.unwrap_model(model).config.get_text_config()
                 if any(
@@ -161,16 +162,17 @@ class RecipeDistillationTrainer(DistillationTrainer):
                     for key in ("logit_scale", "final_logit_softcapping", "logits_scaling")
                 ):
                     raise ValueError(
-                        f"teacher.estimator: sampled_token reads logits from the output layer alone; "
+                        f"teacher.estimator: {estimator} reads logits from the output layer alone; "
                         f"{config.model_type} scales or caps them (use full_vocabulary)"
                     )
 
     def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
         if "loss" in logs and "eval_loss" not in logs:  # the loss is the divergence: named so in the report
             logs["divergence"] = logs["loss"]
-            sampled = self._metrics["train"].pop("sampled_reverse_kl", None)
-            if sampled:  # the sampled-token loss is a surrogate: log its estimate of the reverse KL instead
-                logs["divergence"] = sum(sampled) / len(sampled)
+            for estimate in ("sampled_reverse_kl", "sampled_forward_kl"):
+                sampled = self._metrics["train"].pop(estimate, None)
+                if sampled:  # the loss is a surrogate or a cross-entropy: log its estimate of the KL instead
+                    logs["divergence"] = sum(sampled) / len(sampled)
         super().log(logs, start_time)
 
     def _generate_single_turn(self, prompt_ids, *args, **kwargs):
@@ -187,14 +189,13 @@ class RecipeDistillationTrainer(DistillationTrainer):
     def _compute_loss(self, unwrapped_student, inputs, num_items_in_batch):
         if self.estimator == "full_vocabulary":
             return super()._compute_loss(unwrapped_student, inputs, num_items_in_batch)
+        if self.estimator == "one_hot":
+            return self._one_hot_loss(unwrapped_student, inputs, num_items_in_batch)
         return self._sampled_token_loss(unwrapped_student, inputs, num_items_in_batch)
 
-    def _sampled_token_loss(self, unwrapped_student, inputs, num_items_in_batch):
-        """The sampled-token estimator: at each position only the token the student drew, y, with the per-token
-        advantage A = log teacher(y) - log student(y) (held constant) in the loss -A * log student(y). Its
-        gradient is, in expectation over the student's samples, the reverse KL's per-position gradient (the
-        sampled-token form published on-policy distillation work calls unstable). Returns (loss, entropy sum,
-        valid tokens), as TRL's `_compute_loss` does; the k1 estimate of the reverse KL is logged."""
+    def _drawn_token_log_probs(self, unwrapped_student, inputs):
+        """At each completion position: the student's logits, and the teacher's log-probability of the drawn
+        token at `temperature` (no gradient); with the completion mask (tool results left out)."""
         import torch
 
         input_ids = torch.cat([inputs["prompt_ids"], inputs["completion_ids"]], dim=1)
@@ -222,6 +223,17 @@ class RecipeDistillationTrainer(DistillationTrainer):
             teacher_logp = torch.log_softmax(teacher_logits / self.temperature, dim=-1)
             teacher_token = teacher_logp.gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
         logits = unwrapped_student.get_output_embeddings()(hidden).float()
+        return logits, teacher_token, tokens, mask
+
+    def _sampled_token_loss(self, unwrapped_student, inputs, num_items_in_batch):
+        """The sampled-token estimator: at each position only the token the student drew, y, with the per-token
+        advantage A = log teacher(y) - log student(y) (held constant) in the loss -A * log student(y). Its
+        gradient is, in expectation over the student's samples, the reverse KL's per-position gradient (the
+        sampled-token form published on-policy distillation work calls unstable). Returns (loss, entropy sum,
+        valid tokens), as TRL's `_compute_loss` does; the k1 estimate of the reverse KL is logged."""
+        import torch
+
+        logits, teacher_token, tokens, mask = self._drawn_token_log_probs(unwrapped_student, inputs)
         student_logp = torch.log_softmax(logits / self.temperature, dim=-1)
         student_token = student_logp.gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
         advantage = (teacher_token - student_token).detach()
@@ -232,6 +244,28 @@ class RecipeDistillationTrainer(DistillationTrainer):
             entropy = -(student_logp.exp() * student_logp).sum(-1)
             self._metrics["train" if self.model.training else "eval"]["sampled_reverse_kl"].append(
                 (-(advantage * mask).sum() / valid.clamp(min=1.0)).item()
+            )
+        return loss, (entropy * mask).sum(), valid
+
+    def _one_hot_loss(self, unwrapped_student, inputs, num_items_in_batch):
+        """Supervised fine-tuning on the teacher's text: the cross-entropy of the teacher's sampled tokens under
+        the student (at temperature 1, one-hot targets, as a supervised step on written answers trains), with
+        the teacher writing the samples (`samples: teacher`). The teacher's distribution is not read for the
+        loss; its log-probabilities give the logged estimate of the forward KL along its own samples, mean
+        log teacher(y) - log student(y) at `temperature`, the quantity the other variants log."""
+        import torch
+
+        logits, teacher_token, tokens, mask = self._drawn_token_log_probs(unwrapped_student, inputs)
+        student_token = torch.log_softmax(logits, dim=-1).gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
+        valid = mask.sum()
+        total = -(student_token * mask).sum()
+        loss = total / (num_items_in_batch if num_items_in_batch is not None else valid.clamp(min=1.0))
+        with torch.no_grad():
+            softened = torch.log_softmax(logits / self.temperature, dim=-1)
+            entropy = -(softened.exp() * softened).sum(-1)
+            drawn = softened.gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
+            self._metrics["train" if self.model.training else "eval"]["sampled_forward_kl"].append(
+                (((teacher_token - drawn) * mask).sum() / valid.clamp(min=1.0)).item()
             )
         return loss, (entropy * mask).sum(), valid
 

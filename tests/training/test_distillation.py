@@ -81,6 +81,7 @@ def test_a_teacher_selects_the_distillation_trainer_and_its_divergence(stub_reci
             "teacher.estimator",
             "(got reverse_kl, teacher)",
         ),
+        (["teacher.estimator=one_hot"], "teacher.estimator", "it needs teacher.samples: teacher"),
     ],
 )
 def test_teacher_recipe_mistakes_name_their_key(stub_recipe, overrides, key, says, tmp_path, monkeypatch):
@@ -324,14 +325,60 @@ def test_the_sampled_token_loss_reads_the_drawn_tokens_log_ratio(tiny_pair):
     assert all(p.grad is None for p in trainer.teacher_model.parameters())
 
 
+def test_the_one_hot_loss_is_the_cross_entropy_of_the_teachers_tokens(tiny_pair):
+    """Supervised fine-tuning on the teacher's text: the loss is the student's cross-entropy of the drawn
+    tokens at temperature 1, and the logged divergence estimates the forward KL along the teacher's samples."""
+    import torch
+
+    trainer = tiny_pair(samples="teacher", estimator="one_hot")
+    trainer.temperature = 0.5  # the loss stays at 1; the logged estimate softens both models' distributions
+    trainer.model.train()
+    tokenizer = trainer.processing_class
+    prompt = torch.tensor([tokenizer("Calculate 3 + 4.")["input_ids"]] * 2)
+    completion = torch.tensor(
+        [tokenizer(" 7. Answer: 7")["input_ids"], tokenizer(" 12 and 9 more")["input_ids"]]
+    )
+    mask = torch.ones_like(completion)
+    mask[1, -2:] = 0
+    inputs = {
+        "prompt_ids": prompt,
+        "prompt_mask": torch.ones_like(prompt),
+        "completion_ids": completion,
+        "completion_mask": mask,
+    }
+    loss, _, valid = trainer._compute_loss(trainer.model, inputs, None)
+
+    ids = torch.cat([prompt, completion], dim=1)
+    start = prompt.shape[1] - 1
+    with torch.no_grad():
+        student_logits = trainer.model(ids).logits[:, start:-1].float()
+        teacher_logits = trainer.teacher_model(ids).logits[:, start:-1].float()
+
+    def drawn(logits, temperature):
+        return torch.log_softmax(logits / temperature, -1).gather(-1, completion.unsqueeze(-1)).squeeze(-1)
+
+    m = mask.float()
+    assert valid.item() == m.sum().item()
+    assert loss.item() == pytest.approx((-(drawn(student_logits, 1.0) * m).sum() / m.sum()).item(), rel=1e-4)
+    logged = trainer._metrics["train"]["sampled_forward_kl"][-1]
+    forward = ((drawn(teacher_logits, 0.5) - drawn(student_logits, 0.5)) * m).sum() / m.sum()
+    assert logged == pytest.approx(forward.item(), rel=1e-4)
+    loss.backward()
+    assert any(p.grad is not None and p.grad.abs().sum() > 0 for p in trainer.model.parameters())
+    assert all(p.grad is None for p in trainer.teacher_model.parameters())
+
+
 @pytest.mark.long  # two trainers built and stepped; the loss and the sampling have their own tests above
-@pytest.mark.parametrize("keys", [{"samples": "teacher"}, {"estimator": "sampled_token"}])
+@pytest.mark.parametrize(
+    "keys",
+    [{"samples": "teacher"}, {"estimator": "sampled_token"}, {"samples": "teacher", "estimator": "one_hot"}],
+)
 def test_each_variant_trains_a_step(tiny_pair, keys):
     trainer = tiny_pair(**keys)
     before = [p.detach().clone() for p in trainer.model.parameters()]
     trainer.train()
     logged = [h for h in trainer.state.log_history if "divergence" in h]
     assert len(logged) == 1 and math.isfinite(logged[0]["divergence"])
-    if "estimator" in keys:  # the surrogate loss is not a divergence: its reverse-KL estimate is logged
+    if "estimator" in keys:  # a surrogate loss or a cross-entropy: its KL estimate is logged instead
         assert logged[0]["divergence"] != logged[0]["loss"]
     assert any(not (a == b).all() for a, b in zip(before, trainer.model.parameters(), strict=True))
