@@ -868,9 +868,10 @@ def _log_run_end(
 ) -> None:
     """The end of a run on the console: where the files are, what next; then the held-out accuracy of each
     stage with its paired change, and the share of GRPO steps with zero gradient, as the last lines."""
+    curve = ", held_out_curve.png" if (out / "held_out_curve.png").is_file() else ""
     log(
         f"outputs in {out}/: model, resolved_recipe.yaml, run_info.json, log_history.json, "
-        f"report.md, report.png, reward_curve.png (again: python scripts/report.py {out})"
+        f"report.md, report.png, reward_curve.png{curve} (again: python scripts/report.py {out})"
     )
     if distribution["zero_stage"] == 3 or distribution["distributed_type"] == "FSDP":
         # The in-memory weights are sharded across processes: the saved output is the model to evaluate.

@@ -249,6 +249,7 @@ def test_held_out_accuracy_every_n_steps_draws_accuracy_against_minutes(tiny_mod
     assert "## Held-out accuracy against minutes of training" in report
     assert f"| 2 | {minutes[2]:.1f} | " in report
     assert (out / "held_out_curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "reward_curve.png, held_out_curve.png (again" in first.stdout
 
     second = run_script("train.py", "--config", str(recipe), "trainer.max_steps=5", "trainer.save_steps=5")
     assert second.returncode == 0, second.stderr[-3000:]
@@ -258,13 +259,13 @@ def test_held_out_accuracy_every_n_steps_draws_accuracy_against_minutes(tiny_mod
     assert resumed[3]["minutes"] > saved / 60  # counted on from the checkpoint's training minutes
 
     drawn = run_script(
-        "report.py", "--curves", str(tmp_path / "curves.png"), "--target", "0", str(out), str(out)
+        "report.py",
+        *("--curves", str(tmp_path / "curves.png"), "--target", "0", "--label", "first", "--label", "again"),
+        *(str(out), str(out)),
     )
     assert drawn.returncode == 0, drawn.stderr
-    assert (
-        f"| run | 5 | {100 * resumed[-1]['accuracy']:.1f} % | {resumed[-1]['minutes']:.1f} | 0.0 |"
-        in drawn.stdout
-    )
+    end = f"| 5 | {100 * resumed[-1]['accuracy']:.1f} % | {resumed[-1]['minutes']:.1f} | 0.0 |"
+    assert f"| first {end}" in drawn.stdout and f"| again {end}" in drawn.stdout, drawn.stdout
     assert (tmp_path / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
