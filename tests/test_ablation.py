@@ -138,6 +138,11 @@ def test_a_distillation_runs_training_time_leaves_out_its_evaluations_of_the_tea
     figures = measure(tmp_path)
     assert figures["trainer"] == "distillation" and figures["grpo_seconds"] == 70.0  # 100 less 10 and 20
     assert figures["completions_generated"] == 16
+    # A run that evaluated during training as well: its training clock, which counts none of them.
+    curve = [{"step": 0, "minutes": 0.0, "accuracy": 0.25}, {"step": 2, "minutes": 1.0, "accuracy": 0.5}]
+    (tmp_path / "summary.json").write_text(json.dumps(summary | {"held_out_curve": curve}))
+    figures = measure(tmp_path)
+    assert figures["grpo_seconds"] == 60.0 and figures["curve"] == curve
 
 
 def test_sweep_from_values_and_its_errors():
@@ -171,6 +176,45 @@ def test_sweep_file_errors_name_the_file_and_the_key(tmp_path):
         )
     with pytest.raises(SweepError, match="at least `recipe` and `values`"):
         Sweep.from_file(sweep_file({"values": []}))
+    with pytest.raises(SweepError, match=r"reach: 'c' is not a value's name; the values: \['a', 'b'\]"):
+        Sweep.from_file(sweep_file(good | {"reach": "c"}))
+    assert Sweep.from_file(sweep_file(good | {"reach": "b"})).reach == "b"
+
+
+def test_reach_gives_the_minutes_each_run_took_to_the_named_values_final_accuracy(tmp_path):
+    """`reach: GRPO`: every value's runs against GRPO's pooled final accuracy, read from their held-out
+    curves; the picture gains the curves' panel."""
+    from grpo_recipes.evaluation.ablation import plot
+
+    def curve(*points):  # (minutes, accuracy) from the start
+        return [{"step": 5 * i, "minutes": m, "accuracy": a} for i, (m, a) in enumerate(points)]
+
+    results = {
+        "GRPO": {
+            0: _figures([1, 1, 0, 0]) | {"curve": curve((0, 0.25), (5.0, 0.5))},
+            1: _figures([1, 1, 1, 0]) | {"curve": curve((0, 0.25), (6.0, 0.75))},
+        },
+        "distillation": {
+            0: _figures([1, 1, 1, 0]) | {"curve": curve((0, 0.25), (1.5, 0.5), (3.0, 0.75))},
+            1: _figures([1, 0, 0, 0]) | {"curve": curve((0, 0.25), (4.0, 0.25))},
+        },
+    }
+    sweep = _sweep(*results)
+    sweep.reach = "GRPO"
+    table = summarize(sweep, results)
+    assert table["reach"] == {"value": "GRPO", "accuracy": 0.625}  # 5 of 8 pooled
+    rows = {row["value"]: row for row in table["rows"]}
+    assert rows["GRPO"]["minutes_to_reach"] == {0: None, 1: 6.0}
+    assert rows["distillation"]["minutes_to_reach"] == {0: 3.0, 1: None}
+    text = markdown(table)
+    assert "| minutes to reach GRPO's 62.5% (per seed) |" in text.splitlines()[2]
+    assert text.splitlines()[5].endswith("| 3.0 (3.0, not reached) |")
+    picture = plot(table, results, tmp_path / "sweep.png").read_bytes()
+    assert picture[:8] == b"\x89PNG\r\n\x1a\n" and int.from_bytes(picture[16:20], "big") == 1650  # 3 panels
+    sweep.reach = None
+    assert "reach" not in summarize(sweep, results) and "minutes to reach" not in markdown(
+        summarize(sweep, results)
+    )
 
 
 @pytest.mark.parametrize("path", SWEEPS, ids=[p.stem for p in SWEEPS])

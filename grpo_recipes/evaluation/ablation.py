@@ -84,6 +84,10 @@ class Sweep:
     configs/ddp.yaml --num_processes 2`); "" runs `python scripts/train.py` in one process."""
     description: str = ""
     """What the sweep measures: which state of the recipe (what its overrides pin), shown over its table."""
+    reach: str | None = None
+    """A value's name: the table gives, for every value, the minutes of training its runs took to reach that
+    value's pooled final held-out accuracy, read from each run's held-out curve (points between its two ends
+    where the runs evaluate during training: `evaluation.every_steps`)."""
 
     @classmethod
     def from_values(
@@ -135,6 +139,7 @@ class Sweep:
             "overrides",
             "description",
             "launch",
+            "reach",
         }
         if not isinstance(data, dict) or not {"recipe", "values"} <= set(data):
             raise SweepError(f"{path}: a sweep is a mapping with at least `recipe` and `values`")
@@ -164,6 +169,7 @@ class Sweep:
             source=str(path),
             launch=str(data.get("launch") or ""),
             description=" ".join(str(data.get("description") or "").split()),
+            reach=None if data.get("reach") is None else str(data["reach"]),
         )
         for key, value in replace.items():
             if key == "overrides":  # after the file's own: on the same key the command line wins
@@ -186,6 +192,10 @@ class Sweep:
             raise SweepError(f"{self.source}: value names repeat: {names}")
         if self.seeds < 1 or self.budget_minutes <= 0:
             raise SweepError(f"{self.source}: need seeds >= 1 and budget_minutes > 0")
+        if self.reach is not None and self.reach not in names:
+            raise SweepError(
+                f"{self.source}: reach: {self.reach!r} is not a value's name; the values: {names}"
+            )
         for value in self.values:
             try:
                 load_recipe(self.recipe, self.overrides + value.overrides)
@@ -305,6 +315,9 @@ def measure(folder: Path) -> dict[str, Any]:
     # supervised warm-up, which it counts.
     evaluations = [before, base, summary.get("teacher") or {}]
     grpo_seconds = summary["train_seconds"] - sum(e.get("seconds") or 0 for e in evaluations)
+    curve = summary.get("held_out_curve") or []
+    if curve:  # the training clock's own count, which leaves out the evaluations during training too
+        grpo_seconds = curve[-1]["minutes"] * 60
     return {
         "trainer": summary.get("trainer", "grpo"),
         "steps": summary["global_step"],
@@ -324,6 +337,8 @@ def measure(folder: Path) -> dict[str, Any]:
         "mean_completion_length": average("completions/mean_length"),
         "completions_generated": generated,
         "reward": [h.get("reward") for h in steps],
+        # Held-out accuracy against minutes of training (runs from before the curve existed have none).
+        "curve": curve,
         # The level the last step's prompts were drawn at (summary.json's is where the controller went after).
         "final_level": next(
             (h["curriculum/level"] for h in reversed(steps) if "curriculum/level" in h), None
@@ -401,6 +416,7 @@ def summarize(sweep: Sweep, results: dict[str, dict[int, dict[str, Any]]]) -> di
             row["paired_difference"] = paired
             row["verdict"] = "real" if paired["low"] > 0 or paired["high"] < 0 else "noise"
         rows.append(row)
+    reached = _minutes_to_reach(sweep.reach, rows, results)
     return {
         "sweep": sweep.name,
         "recipe": str(sweep.recipe),
@@ -411,7 +427,28 @@ def summarize(sweep: Sweep, results: dict[str, dict[int, dict[str, Any]]]) -> di
         "overrides": sweep.overrides,
         "reference": reference,
         "rows": rows,
+        **({"reach": reached} if reached else {}),
     }
+
+
+def _minutes_to_reach(
+    reach: str | None, rows: list[dict[str, Any]], results: dict[str, dict[int, dict[str, Any]]]
+) -> dict[str, Any] | None:
+    """The `reach` value's pooled final accuracy, and for each value the minutes of training each of its seeds
+    took to first stand at or above it (None for a seed whose curve never does); sets `minutes_to_reach` on
+    each row. None without `reach` or without runs of that value."""
+    from .report import minutes_to_reach
+
+    target = next((row["accuracy"] for row in rows if row["value"] == reach and row["runs"]), None)
+    if target is None:
+        return None
+    for row in rows:
+        if row["runs"]:
+            runs = results[row["value"]]
+            row["minutes_to_reach"] = {
+                seed: minutes_to_reach(runs[seed].get("curve") or [], target) for seed in sorted(runs)
+            }
+    return {"value": reach, "accuracy": target}
 
 
 def _percent(value: float | None, signed: bool = False) -> str:
@@ -452,6 +489,9 @@ def markdown(table: dict[str, Any]) -> str:
         "all-equal groups",
         "mean length",
     ]
+    reach = table.get("reach")
+    if reach:
+        header.append(f"minutes to reach {reach['value']}'s {reach['accuracy']:.1%} (per seed)")
     lines = [
         f"Sweep `{table['sweep']}` on `{table['recipe']}`: at most {table['budget_minutes']:g} min of training per run, "
         f"{table['seeds']} seed(s) per value"
@@ -481,17 +521,37 @@ def markdown(table: dict[str, Any]) -> str:
             _percent(row["zero_variance_groups"]),
             "—" if row["mean_completion_length"] is None else f"{row['mean_completion_length']:.1f}",
         ]
+        if reach:
+            cells.append(_reach_cell(row.get("minutes_to_reach") or {}))
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
+def _reach_cell(minutes: dict[int, float | None]) -> str:
+    """The mean over the seeds that got there, and each seed's minutes.
+
+    >>> _reach_cell({0: 4.5, 1: None, 2: 6.1})
+    '5.3 (4.5, not reached, 6.1)'
+    >>> _reach_cell({0: None})
+    'not reached'
+    """
+    got = [m for m in minutes.values() if m is not None]
+    each = ", ".join("not reached" if m is None else f"{m:.1f}" for m in minutes.values())
+    if not got:
+        return "not reached"
+    return f"{sum(got) / len(got):.1f} ({each})" if len(minutes) > 1 else f"{got[0]:.1f}"
+
+
 def plot(table: dict[str, Any], results: dict[str, dict[int, dict[str, Any]]], path: Path) -> Path:
-    """Held-out accuracy per value with its interval, and the training reward per step of each value."""
+    """Held-out accuracy per value with its interval, the training reward per step of each value, and, where
+    runs evaluated during training, each run's held-out accuracy against minutes of training."""
     from .report import _pyplot, moving_average, smoothing_window
 
     plt = _pyplot()
     rows = [row for row in table["rows"] if row["runs"]]
-    figure, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+    curves = any(len(r.get("curve") or []) > 2 for by_seed in results.values() for r in by_seed.values())
+    figure, axes = plt.subplots(1, 3 if curves else 2, figsize=(16.5 if curves else 11, 4))
+    left, right = axes[0], axes[1]
     names = [row["value"] for row in rows]
     accuracy = [row["accuracy"] for row in rows]
     errors = [
@@ -512,6 +572,24 @@ def plot(table: dict[str, Any], results: dict[str, dict[int, dict[str, Any]]], p
     right.set_xlabel("optimizer step")
     right.set_ylabel("training reward (moving average)")
     right.legend(fontsize=8)
+    if curves:
+        ax = axes[2]
+        for index, row in enumerate(rows):
+            for seed, run in enumerate(results[row["value"]].values()):
+                curve = run.get("curve") or []
+                ax.plot(
+                    [p["minutes"] for p in curve],
+                    [p["accuracy"] for p in curve],
+                    color=f"C{index}",
+                    marker=".",
+                    alpha=0.8,
+                    label=row["value"] if seed == 0 else None,
+                )
+        if table.get("reach"):
+            ax.axhline(table["reach"]["accuracy"], color="grey", linestyle="--", linewidth=1)
+        ax.set_xlabel("minutes of training (evaluations not counted)")
+        ax.set_ylabel("held-out accuracy (greedy), each run")
+        ax.legend(fontsize=8)
     figure.suptitle(f"{table['sweep']}: at most {table['budget_minutes']:g} min of training per run")
     figure.tight_layout()
     figure.savefig(path, dpi=100)
