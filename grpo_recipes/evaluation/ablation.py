@@ -549,8 +549,10 @@ def plot(table: dict[str, Any], results: dict[str, dict[int, dict[str, Any]]], p
 
     plt = _pyplot()
     rows = [row for row in table["rows"] if row["runs"]]
-    curves = any(len(r.get("curve") or []) > 2 for by_seed in results.values() for r in by_seed.values())
-    figure, axes = plt.subplots(1, 3 if curves else 2, figsize=(16.5 if curves else 11, 4))
+    held_out_curves = any(
+        len(r.get("curve") or []) > 2 for by_seed in results.values() for r in by_seed.values()
+    )
+    figure, axes = plt.subplots(1, 3 if held_out_curves else 2, figsize=(16.5 if held_out_curves else 11, 4))
     left, right = axes[0], axes[1]
     names = [row["value"] for row in rows]
     accuracy = [row["accuracy"] for row in rows]
@@ -572,7 +574,7 @@ def plot(table: dict[str, Any], results: dict[str, dict[int, dict[str, Any]]], p
     right.set_xlabel("optimizer step")
     right.set_ylabel("training reward (moving average)")
     right.legend(fontsize=8)
-    if curves:
+    if held_out_curves:
         ax = axes[2]
         for index, row in enumerate(rows):
             for seed, run in enumerate(results[row["value"]].values()):
