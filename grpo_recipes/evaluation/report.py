@@ -297,10 +297,17 @@ def plot_held_out_curves(
     return Path(path)
 
 
+def _evaluated_during_training(run: RunFolder) -> list[dict[str, Any]]:
+    """The run's held-out curve when it has points between its two ends (`evaluation.every_steps`), else []:
+    before and after alone are in the held-out table already."""
+    curve = (run.summary or {}).get("held_out_curve") or []
+    return curve if len(curve) > 2 else []
+
+
 def _curve_lines(run: RunFolder) -> list[str]:
     """report.md's table of held-out accuracy during training (`evaluation.every_steps`), when it has one."""
-    curve = (run.summary or {}).get("held_out_curve") or []
-    if len(curve) <= 2:  # before and after only: the table above has them
+    curve = _evaluated_during_training(run)
+    if not curve:
         return []
     rows = [
         [str(p["step"]), f"{p['minutes']:.1f}", f"{100 * p['accuracy']:.1f} % ({p['correct']}/{p['total']})"]
@@ -968,8 +975,8 @@ def write_report(run_dir: str | Path) -> list[Path]:
         path = plot(run.log_history, run.path / name, title=title)
         if path is not None:
             written.append(path)
-    if plots and _curve_lines(run):
-        curve = run.summary["held_out_curve"]
+    curve = _evaluated_during_training(run)
+    if plots and curve:
         written.append(plot_held_out_curves({run.path.name: curve}, run.path / HELD_OUT_CURVE_PNG))
     markdown = run.path / REPORT_MD
     markdown.write_text(render_report_md(run, [p.name for p in written]))

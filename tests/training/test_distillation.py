@@ -282,6 +282,24 @@ def test_off_policy_samples_are_the_teachers(tiny_pair):
     assert trainer.model_wrapped is trainer.model  # the student is back in place
 
 
+def _two_samples(tokenizer) -> dict:
+    """A batch as TRL's loss receives it: one prompt twice, two completions, the second ended early."""
+    import torch
+
+    prompt = torch.tensor([tokenizer("Calculate 3 + 4.")["input_ids"]] * 2)
+    completion = torch.tensor(
+        [tokenizer(" 7. Answer: 7")["input_ids"], tokenizer(" 12 and 9 more")["input_ids"]]
+    )
+    mask = torch.ones_like(completion)
+    mask[1, -2:] = 0  # the second sample ended early
+    return {
+        "prompt_ids": prompt,
+        "prompt_mask": torch.ones_like(prompt),
+        "completion_ids": completion,
+        "completion_mask": mask,
+    }
+
+
 def test_the_sampled_token_loss_reads_the_drawn_tokens_log_ratio(tiny_pair):
     """The loss and the logged reverse-KL estimate, against log-probabilities computed from each model's own
     forward pass: the token at each completion position, log teacher - log student as the advantage."""
@@ -289,19 +307,8 @@ def test_the_sampled_token_loss_reads_the_drawn_tokens_log_ratio(tiny_pair):
 
     trainer = tiny_pair(estimator="sampled_token")
     trainer.model.train()  # as in a training step (the metric goes to the training log)
-    tokenizer = trainer.processing_class
-    prompt = torch.tensor([tokenizer("Calculate 3 + 4.")["input_ids"]] * 2)
-    completion = torch.tensor(
-        [tokenizer(" 7. Answer: 7")["input_ids"], tokenizer(" 12 and 9 more")["input_ids"]]
-    )
-    mask = torch.ones_like(completion)
-    mask[1, -2:] = 0  # the second sample ended early
-    inputs = {
-        "prompt_ids": prompt,
-        "prompt_mask": torch.ones_like(prompt),
-        "completion_ids": completion,
-        "completion_mask": mask,
-    }
+    inputs = _two_samples(trainer.processing_class)
+    prompt, completion, mask = inputs["prompt_ids"], inputs["completion_ids"], inputs["completion_mask"]
     loss, entropy_sum, valid = trainer._sampled_token_loss(trainer.model, inputs, None)
 
     ids = torch.cat([prompt, completion], dim=1)
@@ -333,19 +340,8 @@ def test_the_one_hot_loss_is_the_cross_entropy_of_the_teachers_tokens(tiny_pair)
     trainer = tiny_pair(samples="teacher", estimator="one_hot")
     trainer.temperature = 0.5  # the loss stays at 1; the logged estimate softens both models' distributions
     trainer.model.train()
-    tokenizer = trainer.processing_class
-    prompt = torch.tensor([tokenizer("Calculate 3 + 4.")["input_ids"]] * 2)
-    completion = torch.tensor(
-        [tokenizer(" 7. Answer: 7")["input_ids"], tokenizer(" 12 and 9 more")["input_ids"]]
-    )
-    mask = torch.ones_like(completion)
-    mask[1, -2:] = 0
-    inputs = {
-        "prompt_ids": prompt,
-        "prompt_mask": torch.ones_like(prompt),
-        "completion_ids": completion,
-        "completion_mask": mask,
-    }
+    inputs = _two_samples(trainer.processing_class)
+    prompt, completion, mask = inputs["prompt_ids"], inputs["completion_ids"], inputs["completion_mask"]
     loss, _, valid = trainer._compute_loss(trainer.model, inputs, None)
 
     ids = torch.cat([prompt, completion], dim=1)
