@@ -165,6 +165,29 @@ def recipe_estimate(recipe, gpus: int, gpu_gb: float, zero_stage: int) -> Memory
 
 
 def header_line(recipe, gpus: int, gpu_gb: float, zero_stage: int) -> str:
-    """The header line a GPU recipe carries (`HEADER`), computed here: `make check` and a test compare."""
+    """The header line a GPU recipe carries (`HEADER`), computed here: `make check` (`header_report`) and a
+    test compare."""
     line = recipe_estimate(recipe, gpus, gpu_gb, zero_stage).line()
     return f"# Memory per GPU on {gpus} x {gpu_gb:g} GB, ZeRO-{zero_stage}: {line}"
+
+
+def header_report(recipe) -> str | None:
+    """What `make check` says of the recipe file's memory header: the figure, or, where the recipe no longer
+    matches it (a copied recipe with another model, an override), a warning with the line it should carry.
+    None without a header, or where the model's shape cannot be read here."""
+    try:
+        match = HEADER.search(Path(recipe.source).read_text())
+    except OSError:
+        return None
+    if match is None:
+        return None
+    try:
+        expected = header_line(recipe, int(match[1]), int(match[2]), int(match[3]))
+    except (OSError, ValueError, KeyError):  # a Hub model out of reach, a config without the usual fields
+        return None
+    if expected == match[0]:
+        return f"memory per GPU on {match[1]} x {match[2]} GB, ZeRO-{match[3]}: {match[4]}"
+    return (
+        f"warning: {recipe.source}'s memory header says '{match[4]}', but for this recipe (model, LoRA rank, "
+        f"teacher, vLLM share) it is '{expected.split(': ', 1)[1]}'; update the line to: {expected}"
+    )

@@ -134,21 +134,27 @@ def tensor_parallel_sizes(heads: int, kv_heads: int, intermediate: int, most: in
 
 def tensor_parallel_problem(spec, size: int, most: int = 8) -> str | None:
     """Why vLLM would refuse to serve the model of `spec` (a recipe's `model`) on `size` GPUs in tensor
-    parallel, read from its config before anything starts; None when it would not, or when the config cannot
-    be read here (vLLM then says so itself)."""
+    parallel, read from its config before anything starts (a login node without the Hub: the shapes of the
+    recipes' models in `memory.MODEL_SHAPES`); None when it would not, or when no shape is known here (vLLM
+    then says so itself)."""
     from transformers import AutoConfig
+
+    from .memory import MODEL_SHAPES
 
     try:
         config = AutoConfig.from_pretrained(
             spec.name_or_path, revision=spec.revision, trust_remote_code=spec.trust_remote_code
         ).get_text_config()
+        shape = config.to_dict()
     except (OSError, ValueError):
-        return None
-    heads = getattr(config, "num_attention_heads", None)
+        if spec.name_or_path not in MODEL_SHAPES:
+            return None
+        shape = MODEL_SHAPES[spec.name_or_path]
+    heads = shape.get("num_attention_heads")
     if not heads:
         return None
-    kv_heads = getattr(config, "num_key_value_heads", None) or heads
-    intermediate = getattr(config, "intermediate_size", None) or heads
+    kv_heads = shape.get("num_key_value_heads") or heads
+    intermediate = shape.get("intermediate_size") or heads
     sizes = tensor_parallel_sizes(heads, kv_heads, intermediate, max(most, size))
     if size in sizes:
         return None
@@ -166,6 +172,26 @@ def _server_info(base_url: str, timeout: float) -> dict:
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # a cluster proxy never decides
     with opener.open(f"{base_url}/server_info?config_format=json", timeout=timeout) as response:
         return json.load(response)
+
+
+def bypass_proxy_for(url: str, env: dict[str, str] | None = None) -> str:
+    """Add `url`'s host to `NO_PROXY` and `no_proxy` (in `env`, by default this process's environment), so that
+    a cluster's `http_proxy` does not carry the trainers' requests to the vLLM server (TRL's client, through
+    `requests`, honours the proxy variables). Returns the host.
+
+    >>> env = {"NO_PROXY": "localhost"}
+    >>> bypass_proxy_for("http://node-c:8000", env), env["NO_PROXY"], env["no_proxy"]
+    ('node-c', 'node-c,localhost', 'node-c')
+    """
+    from urllib.parse import urlsplit
+
+    env = os.environ if env is None else env
+    host = urlsplit(url).hostname or ""
+    for name in ("NO_PROXY", "no_proxy"):
+        hosts = [h for h in env.get(name, "").split(",") if h]
+        if host and host not in hosts:
+            env[name] = ",".join([host, *hosts])
+    return host
 
 
 def health_problem(url: str, timeout: float) -> str | None:

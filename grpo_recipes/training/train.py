@@ -184,6 +184,11 @@ def check(recipe: Recipe, load_data: bool = True, log=print) -> None:
         log(f"vLLM weight sync: {sync}")
     if recipe.teacher is not None:
         log(_checked_teacher(recipe))
+    from ..launch.memory import header_report
+
+    memory = header_report(recipe)
+    if memory is not None:
+        log(memory)
     rewards = ", ".join(f"{s.name} (weight {s.weight})" for s in recipe.rewards)
     log(
         f"rewards: {rewards}" + (" (judge and log the samples; the teacher trains)" if recipe.teacher else "")
@@ -449,6 +454,12 @@ def train(
 
     # 1. Settings and checks, before anything loads.
     config = trainer_config(recipe)
+    if getattr(config, "use_vllm", False) and getattr(config, "vllm_mode", None) == "server":
+        from ..launch.serve import bypass_proxy_for
+
+        bypass_proxy_for(
+            config.vllm_server_base_url or f"http://{config.vllm_server_host}:{config.vllm_server_port}"
+        )
     preflight(recipe, config)  # the GPU stack, the launcher and the vLLM server
     state = PartialState()
     main = state.is_main_process

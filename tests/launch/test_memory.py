@@ -74,3 +74,26 @@ def test_every_gpu_recipe_states_its_memory_as_the_helper_computes_it():
 
 def recipe_total(line: str) -> float:
     return float(line.split()[1])
+
+
+def test_make_check_states_the_header_and_names_a_stale_one(tmp_path):
+    """A recipe copied and pointed at another model keeps the old figure: check says so, with the new line."""
+    from grpo_recipes.training.train import check
+
+    source = (REPO / "recipes" / "gsm8k.yaml").read_text()
+    stated = HEADER.search(source)
+    lines = []
+    check(
+        load_recipe(REPO / "recipes" / "gsm8k.yaml", check_trainer=False), load_data=False, log=lines.append
+    )
+    assert f"memory per GPU on {stated[1]} x {stated[2]} GB, ZeRO-{stated[3]}: {stated[4]}" in lines
+
+    copied = tmp_path / "gsm8k-7b.yaml"
+    copied.write_text(source.replace("Qwen/Qwen2.5-1.5B-Instruct", "Qwen/Qwen2.5-7B-Instruct"))
+    recipe = load_recipe(copied, check_trainer=False)
+    lines = []
+    check(recipe, load_data=False, log=lines.append)
+    (warning,) = [line for line in lines if "memory header" in line]
+    assert f"says '{stated[4]}'" in warning
+    assert warning.endswith(f"update the line to: {header_line(recipe, 8, 80, int(stated[3]))}")
+    assert header_line(recipe, 8, 80, int(stated[3])) != stated[0]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import http.server
 import importlib.util
+import os
 import re
 import threading
 import time
@@ -371,3 +372,38 @@ def test_half_precision_weights_are_accepted_with_deepspeed_from_the_trainer_sec
     # auto is float32 on a GPU without bfloat16 (V100, T4): nothing to refuse.
     assert pf._master_weights_problem(recipe, None, {}, cuda_available=True, bf16_supported=False) is None
     assert pf._master_weights_problem(recipe, None, {}, cuda_available=True, bf16_supported=True) is not None
+
+
+def test_the_vllm_server_is_reached_around_a_proxy_that_points_nowhere(monkeypatch, health_server):
+    """A cluster exporting http_proxy: TRL's client (requests) would send the trainers' calls to the proxy;
+    the health probe goes direct, and a server-mode run adds the server to NO_PROXY before anything else."""
+    import requests
+
+    from grpo_recipes.launch.serve import bypass_proxy_for, health_problem
+    from grpo_recipes.training.train import train
+
+    url = f"http://127.0.0.1:{health_server}"
+    for name in ("http_proxy", "HTTP_PROXY"):
+        monkeypatch.setenv(name, "http://127.0.0.1:9")  # nothing listens there
+    for name in ("NO_PROXY", "no_proxy"):
+        monkeypatch.setenv(name, "example.org")
+    with pytest.raises(requests.exceptions.ConnectionError):
+        requests.get(f"{url}/health", timeout=5)
+    assert health_problem(f"{url}/health", timeout=5) is None
+    bypass_proxy_for(url)
+    assert requests.get(f"{url}/health", timeout=5).status_code == 200
+
+    # A run in server mode sets it itself: here the server (another, closed port) is unreachable and the
+    # run stops in pre-flight, after the variables were set.
+    monkeypatch.setenv("NO_PROXY", "example.org")
+    monkeypatch.setenv("no_proxy", "example.org")
+    recipe, _ = recipe_and_config(
+        use_vllm=True, vllm_mode="server", vllm_server_host="127.0.0.2", vllm_server_port=closed_port()
+    )
+    monkeypatch.setenv("GRPO_PREFLIGHT_SERVER_TIMEOUT", "0.1")
+    with pytest.raises(RecipeError, match="no vLLM server answered"):
+        train(recipe)
+    assert (
+        os.environ["NO_PROXY"] == "127.0.0.2,example.org"
+        and os.environ["no_proxy"] == "127.0.0.2,example.org"
+    )

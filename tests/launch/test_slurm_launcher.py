@@ -42,18 +42,49 @@ print("\\n".join(os.environ["STANDIN_HOSTS"].split()))
 """,
     "srun": """
 args = sys.argv[1:]
-at, host = 0, None
+at, nodes, options = 0, [], set()
 while args[at].startswith("-"):  # srun's own options come before the step's command
     if args[at] == "-w":
-        host = args[at + 1]
+        nodes = args[at + 1].split(",")
         at += 1
+    else:
+        options.add(args[at])
     at += 1
-record(node=host)
-if host == os.environ.get("STANDIN_FAIL_HOST"):
-    sys.exit(3)
-os.environ["STANDIN_HOST"] = host
-os.environ.pop("CUDA_VISIBLE_DEVICES", None)  # Slurm gives the step its own GPUs: one exported before is lost
-os.execvp(args[at], args[at:])
+record(node=",".join(nodes))
+command = args[at:]
+if len(nodes) == 1:  # one task: run it in this process, as the server's step does
+    if nodes[0] == os.environ.get("STANDIN_FAIL_HOST"):
+        sys.exit(3)
+    os.environ.update(STANDIN_HOST=nodes[0], SLURM_PROCID="0")
+    os.environ.pop("CUDA_VISIBLE_DEVICES", None)  # Slurm gives the step its own GPUs: one exported before is lost
+    os.execvp(command[0], command)
+# One task per node, each with its rank in the step; a node named by STANDIN_FAIL_HOST fails at once.
+import subprocess, time
+assert {f"--nodes={len(nodes)}", f"--ntasks={len(nodes)}", "--ntasks-per-node=1"} <= options, options
+tasks = []
+for rank, node in enumerate(nodes):
+    env = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}
+    env.update(STANDIN_HOST=node, SLURM_PROCID=str(rank))
+    failing = node == os.environ.get("STANDIN_FAIL_HOST")
+    tasks.append(subprocess.Popen([sys.executable, "-c", "raise SystemExit(3)"] if failing else command, env=env))
+# As Slurm: with --kill-on-bad-exit=1 the first task to fail ends the others; without it every task runs on.
+kill_on_bad_exit = "--kill-on-bad-exit=1" in options
+status, reported = 0, set()
+while True:
+    codes = [task.poll() for task in tasks]
+    for rank, code in enumerate(codes):
+        if code and rank not in reported:
+            reported.add(rank)
+            print(f"srun: error: {nodes[rank]}: task {rank}: Exited with exit code {code}", file=sys.stderr)
+            status = status or code
+            if kill_on_bad_exit:
+                for other in tasks:
+                    if other.poll() is None:
+                        other.kill()
+    if None not in codes:
+        break
+    time.sleep(0.05)
+sys.exit(status)
 """,
     "accelerate": """
 record()
@@ -133,7 +164,7 @@ def check_training(records, hosts, gpus, script_args):
     assert sorted(r["host"] for r in runs) == sorted(hosts)
     for run in runs:
         argv = run["argv"]
-        assert argv[:3] == ["launch", "--config_file", "configs/zero2.yaml"]
+        assert argv[0] == "launch" and option(argv, "--config_file") == "configs/zero2.yaml"
         assert int(option(argv, "--machine_rank")) == hosts.index(run["host"])
         assert int(option(argv, "--num_processes")) == len(hosts) * gpus
         assert int(option(argv, "--num_machines")) == len(hosts)
@@ -156,14 +187,19 @@ def test_plain_multi_node_launches_one_rank_per_node_with_global_totals(launcher
         gpus=4,
         script_args=["--config", "math", "trainer.max_steps=10", "trainer.learning_rate=2e-6"],
     )
-    # One srun per node, each a single task pinned to its node, and nothing else started.
-    sruns = of(records, "srun")
-    assert sorted(r["node"] for r in sruns) == HOSTS
-    assert all(r["argv"][:4] == ["--nodes=1", "--ntasks=1", "-w", r["node"]] for r in sruns)
+    # One srun step, one task on each node, ended everywhere by the first to fail; nothing else started.
+    (srun,) = of(records, "srun")
+    assert srun["argv"][:6] == [
+        "--nodes=3",
+        "--ntasks=3",
+        "--ntasks-per-node=1",
+        "--kill-on-bad-exit=1",
+        "-w",
+        "node-a,node-b,node-c",
+    ]
     assert not of(records, "trl") and not of(records, "curl")
-    # Each command is printed, one line per node, exactly as it ran.
-    printed = [line for line in result.stdout.splitlines() if line.startswith("[")]
-    assert sorted(printed) == sorted(f"[{r['node']}] srun {' '.join(r['argv'])}" for r in sruns)
+    # The command is printed exactly as it ran.
+    assert f"srun {' '.join(srun['argv'])}" in result.stdout.splitlines()
 
 
 @pytest.mark.parametrize(
@@ -256,18 +292,20 @@ def test_a_lora_recipes_server_takes_the_adapter_from_a_folder_the_trainers_shar
 def test_a_failing_node_fails_the_job(launcher, failing):
     result, records = launcher(STANDIN_FAIL_HOST=failing)
     assert result.returncode == 3
-    assert failing in result.stderr
-    # The other nodes still ran.
-    assert sorted(r["host"] for r in of(records, "accelerate")) == sorted(set(HOSTS) - {failing})
+    assert f"srun: error: {failing}: task" in result.stderr
+    assert "error: training failed with status 3" in result.stderr
+    # The failing node never trained (the others may have started before the step ended them).
+    assert failing not in {r["host"] for r in of(records, "accelerate")}
 
 
 def test_a_failing_node_stops_the_others_instead_of_leaving_them_waiting(launcher):
     # The other nodes would train for 120 s (in a real job: wait in a collective until NCCL's timeout).
+    # The script returns within the timeout only because the step asked Slurm to end them (the stand-in srun
+    # runs every task to its end without --kill-on-bad-exit=1).
     result, records = launcher(STANDIN_FAIL_HOST="node-b", STANDIN_TRAIN_SECONDS="120", timeout=30)
     assert result.returncode == 3
-    assert "error: node-b exited with status 3" in result.stderr
-    assert "stopped the other training nodes" in result.stderr
-    assert sorted(r["host"] for r in of(records, "accelerate")) == ["node-a", "node-c"]
+    assert "srun: error: node-b: task 1: Exited with exit code 3" in result.stderr
+    assert "node-b" not in {r["host"] for r in of(records, "accelerate")}
 
 
 def test_server_that_never_answers_fails_without_training_and_is_stopped(launcher):
@@ -328,6 +366,19 @@ def test_server_tensor_parallel_size_must_divide_the_models_attention_heads(
     else:
         assert result.returncode == 0, result.stderr
         assert option(of(records, "trl")[0]["argv"], "--tensor-parallel-size") == str(gpus)
+
+
+@pytest.mark.parametrize(
+    ("model", "gpus", "sizes"),
+    [("Qwen/Qwen2.5-1.5B-Instruct", 8, "1, 2, 4"), ("Qwen/Qwen2.5-0.5B-Instruct", 4, "1, 2")],
+)
+def test_a_recipes_hub_model_is_checked_without_the_hub(launcher, model, gpus, sizes):
+    """A login node that cannot reach the Hub (HF_HUB_OFFLINE here) still refuses the size from the model's
+    known shape: gsm8k, the script's default, on 8 server GPUs would die at server start."""
+    result, records = launcher(VLLM_SERVER="1", VLLM_GPUS=str(gpus), ARGS=f"model.name_or_path={model}")
+    assert result.returncode != 0 and not of(records, "srun")
+    assert f"error: VLLM_GPUS={gpus}: {model} has" in result.stderr
+    assert f"choose one of {sizes}." in result.stderr
 
 
 def test_a_cluster_proxy_is_bypassed_for_the_server(launcher):

@@ -128,3 +128,34 @@ def test_make_serve_serves_the_recipes_model_until_stopped_by_its_process_id(tin
         os.killpg(group, 0)  # no process of the server's group is left
     log = (tmp_path / "server.log").read_text()
     assert f"--model {tiny_model}" in log and "--host 127.0.0.1" in log and "--enforce-eager" in log
+
+
+@needs_vllm
+def test_make_serve_refuses_a_tensor_parallel_size_the_model_cannot_split(tmp_path):
+    """Qwen2.5-0.5B's shape (14 heads): 4 GPUs would crash vLLM at start; the script refuses before it."""
+    from support import REPO, tiny_recipe, write_recipe
+    from transformers import AutoConfig
+
+    model = tmp_path / "heads14"
+    AutoConfig.for_model(
+        "qwen2", num_attention_heads=14, num_key_value_heads=2, hidden_size=896, intermediate_size=4864
+    ).save_pretrained(model)
+    recipe = write_recipe(tmp_path / "r.yaml", tiny_recipe(model, tmp_path / "out"))
+    result = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "scripts" / "serve.py"),
+            "--config",
+            str(recipe),
+            "--tensor-parallel-size",
+            "4",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode != 0
+    assert "model.name_or_path: --tensor-parallel-size: " in result.stderr
+    assert "has 14 attention heads (2 key/value) and an MLP of 4864" in result.stderr
+    assert "choose one of 1, 2." in result.stderr
+    assert "VLLM_SERVER_DEV_MODE" not in result.stdout  # nothing was started
