@@ -11,7 +11,7 @@ and none of this module runs. On a CPU both of TRL's paths break:
   `make serve` do) to `reload_weights` from it through `/collective_rpc`. Trainer and server share a disk.
 
 `CPUVLLMGeneration` overrides only `_init_vllm` (server mode: no NCCL communicator; colocate: eager mode, as
-compiling the model costs minutes on a CPU) and `sync_weights`; it reuses TRL's `_iter_named_params`, which
+compiling the model costs minutes on a CPU, and LoRA ops that do not copy the adapter per token: `vllm_cpu_lora`) and `sync_weights`; it reuses TRL's `_iter_named_params`, which
 merges LoRA adapters and gathers ZeRO-3 shards. `tests/launch/test_vllm_cpu.py` fails if a TRL or vLLM upgrade
 moves any of the names used here.
 """
@@ -30,6 +30,7 @@ from typing import Any
 from trl.generation import vllm_generation
 from trl.generation.vllm_client import VLLMClient
 
+from . import vllm_cpu_lora
 from .vllm_sync import RecipeVLLMGeneration
 
 
@@ -54,6 +55,7 @@ class CPUVLLMGeneration(RecipeVLLMGeneration):
 
     def _init_vllm(self) -> None:
         if self.mode == "colocate":
+            vllm_cpu_lora.install()  # the adapter sync's LoRA, one product per adapter instead of per token
             eager_llm = functools.partial(vllm_generation.LLM, enforce_eager=True)
             with replaced(vllm_generation, "LLM", eager_llm):
                 super()._init_vllm()

@@ -143,6 +143,8 @@ def test_the_adapter_vllm_serves_is_the_policy_that_trains(tiny_model, tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     probe = json.loads(result.stdout.strip().splitlines()[-1])
     assert probe["generation"] == "AdapterSyncCPUVLLMGeneration" and probe["fallback"] is None
+    # vLLM applied the adapter with the project's one-product-per-adapter ops (grpo_recipes.launch.vllm_cpu_lora).
+    assert probe["lora_op"] == "grpo_recipes.launch.vllm_cpu_lora.bgmv_shrink"
     assert_served_is_the_policy(probe)
     assert max(abs(a - b) for a, b in zip(probe["perturbed"], probe["original"], strict=True)) > 0.2
     assert probe["trained"] != pytest.approx(probe["perturbed"], abs=1e-4)  # the step moved the adapter

@@ -14,6 +14,7 @@ import sys
 def main(model_path: str, out: str, server: str | None = None) -> dict:
     import torch
     from vllm import SamplingParams
+    from vllm.lora.punica_wrapper import punica_cpu
     from vllm_sync_probe import colocate_trainer  # beside this file: the same trainer setting
 
     where = {"vllm_mode": "server", "vllm_server_base_url": server} if server else {}
@@ -65,6 +66,7 @@ def main(model_path: str, out: str, server: str | None = None) -> dict:
     result = {
         "generation": type(generation).__name__,
         "fallback": generation.adapter_sync_fallback,
+        "lora_op": f"{punica_cpu.bgmv_shrink.__module__}.{punica_cpu.bgmv_shrink.__name__}",
         "original": original,
         "original_policy": policy(ids),
     }

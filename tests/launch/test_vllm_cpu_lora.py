@@ -1,0 +1,142 @@
+"""vLLM's CPU LoRA ops, one product per adapter: the same outputs as vLLM's own, on the shapes vLLM passes."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+import torch
+
+from grpo_recipes.launch import vllm_cpu_lora
+
+needs_vllm = pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="vLLM is not installed")
+
+
+def vllms_own_ops():
+    """A fresh copy of vLLM's torch LoRA ops module, whatever `install()` has rebound in this process."""
+    from vllm.lora.ops.torch_ops import lora_ops
+
+    spec = importlib.util.spec_from_file_location("vllm_lora_ops_as_shipped", lora_ops.__file__)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+INDICES = {
+    "one adapter": [2, 2, 2, 2, 2, 2, 2],
+    "two adapters and none (-1)": [0, 0, 1, -1, 1, 0, -1],
+    "one token": [1],
+}
+
+
+def weights_and_inputs(indices, out_dim, in_dim, stacked_4d, seed=0):
+    generator = torch.Generator().manual_seed(seed)
+    shape = (3, 1, out_dim, in_dim) if stacked_4d else (3, out_dim, in_dim)
+    weights = torch.randn(shape, generator=generator)
+    inputs = torch.randn(len(indices), in_dim, generator=generator)
+    return weights, inputs, torch.tensor(indices)
+
+
+@needs_vllm
+@pytest.mark.parametrize("stacked_4d", [False, True])
+@pytest.mark.parametrize("case", sorted(INDICES))
+def test_shrink_matches_vllms(case, stacked_4d):
+    shipped = vllms_own_ops()
+    weights, inputs, indices = weights_and_inputs(INDICES[case], out_dim=8, in_dim=24, stacked_4d=stacked_4d)
+    expected = torch.full(
+        (len(indices), 16), 7.0
+    )  # wider than the rank: the columns past it stay as they were
+    got = expected.clone()
+    shipped.bgmv_shrink(inputs, weights, expected, indices, 0.25)
+    vllm_cpu_lora.bgmv_shrink(inputs, weights, got, indices, 0.25)
+    torch.testing.assert_close(got, expected)
+    assert (got[:, 8:] == 7.0).all()
+
+
+@needs_vllm
+@pytest.mark.parametrize("add_inputs", [False, True])
+@pytest.mark.parametrize("output_width", [20, 24, 30])  # adapter and model padded differently, or alike
+@pytest.mark.parametrize("case", sorted(INDICES))
+def test_expand_matches_vllms(case, output_width, add_inputs):
+    shipped = vllms_own_ops()
+    weights, inputs, indices = weights_and_inputs(INDICES[case], out_dim=24, in_dim=8, stacked_4d=False)
+    start = torch.randn(len(indices), output_width, generator=torch.Generator().manual_seed(1))
+    expected, got = start.clone(), start.clone()
+    shipped.bgmv_expand(inputs, weights, expected, indices, add_inputs)
+    vllm_cpu_lora.bgmv_expand(inputs, weights, got, indices, add_inputs)
+    torch.testing.assert_close(got, expected)
+
+
+@needs_vllm
+def test_expand_broadcasts_one_row_as_vllms_does():
+    shipped = vllms_own_ops()
+    weights, inputs, indices = weights_and_inputs([1], out_dim=6, in_dim=4, stacked_4d=False)
+    expected, got = torch.zeros(5, 6), torch.zeros(5, 6)
+    shipped.bgmv_expand(inputs, weights, expected, indices, True)
+    vllm_cpu_lora.bgmv_expand(inputs, weights, got, indices, True)
+    torch.testing.assert_close(got, expected)
+    assert (got != 0).all()  # every row received the one product
+
+
+@needs_vllm
+@pytest.mark.parametrize("add_inputs", [False, True])
+@pytest.mark.parametrize("case", sorted(INDICES))
+def test_expand_slice_matches_vllms(case, add_inputs):
+    shipped = vllms_own_ops()
+    weights, inputs, indices = weights_and_inputs(INDICES[case], out_dim=10, in_dim=8, stacked_4d=True)
+    start = torch.randn(len(indices), 40, generator=torch.Generator().manual_seed(2))
+    expected, got = start.clone(), start.clone()
+    shipped.bgmv_expand_slice(inputs, weights, expected, indices, 12, 10, add_inputs)
+    vllm_cpu_lora.bgmv_expand_slice(inputs, weights, got, indices, 12, 10, add_inputs)
+    torch.testing.assert_close(got, expected)
+    torch.testing.assert_close(got[:, :12], start[:, :12])  # outside the slice, untouched
+    torch.testing.assert_close(got[:, 22:], start[:, 22:])
+
+
+@needs_vllm
+def test_half_precision_output_keeps_vllms_dtype_handling():
+    shipped = vllms_own_ops()
+    weights, inputs, indices = weights_and_inputs(INDICES["two adapters and none (-1)"], 8, 24, False)
+    expected = torch.zeros(len(indices), 8, dtype=torch.bfloat16)
+    got = expected.clone()
+    shipped.bgmv_shrink(inputs, weights, expected, indices, 1.0)
+    vllm_cpu_lora.bgmv_shrink(inputs, weights, got, indices, 1.0)
+    assert got.dtype == torch.bfloat16
+    torch.testing.assert_close(got, expected, atol=0.05, rtol=0.02)
+
+
+@needs_vllm
+def test_install_rebinds_where_vllm_looks_the_ops_up():
+    """The CPU punica wrapper calls its imported names; the sequence-level ops call the module's. Both must
+    reach the replacements, and the sequence-level op then still gives vLLM's answer."""
+    from vllm.lora.ops.torch_ops import lora_ops
+    from vllm.lora.punica_wrapper import punica_cpu
+
+    shipped = vllms_own_ops()
+    vllm_cpu_lora.install()
+    vllm_cpu_lora.install()  # idempotent
+    for name, replacement in vllm_cpu_lora.REPLACEMENTS.items():
+        assert getattr(lora_ops, name) is replacement
+        assert getattr(punica_cpu, name) is replacement
+
+    # A prefill of two sequences (4 and 3 tokens) on adapters 0 and 1, through the sequence-level op.
+    weights, inputs, _ = weights_and_inputs([0] * 7, out_dim=8, in_dim=24, stacked_4d=False)
+    metadata = (torch.tensor([0, 4]), torch.tensor([4, 3]), torch.tensor([0, 1]), 2, 4, 7)
+    expected, got = torch.zeros(7, 8), torch.zeros(7, 8)
+    shipped.sgmv_shrink(inputs, weights, expected, *metadata, 0.5)
+    lora_ops.sgmv_shrink(inputs, weights, got, *metadata, 0.5)
+    torch.testing.assert_close(got, expected)
+
+
+def test_each_row_is_multiplied_by_its_own_adapter():
+    weights = torch.randn(2, 5, 3)
+    inputs = torch.randn(4, 3)
+    product = vllm_cpu_lora.per_adapter_product(inputs, weights, torch.tensor([1, 1, 1, 1]), torch.float32)
+    torch.testing.assert_close(product, inputs @ weights[1].T)
+    mixed = vllm_cpu_lora.per_adapter_product(inputs, weights, torch.tensor([1, 0, 1, 0]), torch.float32)
+    torch.testing.assert_close(mixed[0::2], inputs[0::2] @ weights[1].T)
+    torch.testing.assert_close(mixed[1::2], inputs[1::2] @ weights[0].T)
+    empty = vllm_cpu_lora.per_adapter_product(
+        inputs[:0], weights, torch.tensor([], dtype=torch.long), torch.float32
+    )
+    assert empty.shape == (0, 5)
