@@ -175,8 +175,10 @@ def header_report(recipe) -> str | None:
     """What `make check` says of the recipe file's memory header: the figure, or, where the recipe no longer
     matches it (a copied recipe with another model, an override), a warning with the line it should carry.
     None without a header, or where the model's shape cannot be read here."""
+    if recipe.path is None:
+        return None
     try:
-        match = HEADER.search(Path(recipe.source).read_text())
+        match = HEADER.search(Path(recipe.path).read_text())
     except OSError:
         return None
     if match is None:
@@ -187,7 +189,10 @@ def header_report(recipe) -> str | None:
         return None
     if expected == match[0]:
         return f"memory per GPU on {match[1]} x {match[2]} GB, ZeRO-{match[3]}: {match[4]}"
+    now = expected.split(": ", 1)[1]
+    if recipe.source != str(recipe.path):  # overrides changed it: the file's own line may still be right
+        return f"memory per GPU with these overrides: {now} (the file's header, without them: {match[4]})"
     return (
-        f"warning: {recipe.source}'s memory header says '{match[4]}', but for this recipe (model, LoRA rank, "
-        f"teacher, vLLM share) it is '{expected.split(': ', 1)[1]}'; update the line to: {expected}"
+        f"warning: {recipe.path}'s memory header says '{match[4]}', but for this recipe (model, LoRA rank, "
+        f"teacher, vLLM share) it is '{now}'; update the line to: {expected}"
     )

@@ -145,7 +145,11 @@ def tensor_parallel_problem(spec, size: int, most: int = 8) -> str | None:
         config = AutoConfig.from_pretrained(
             spec.name_or_path, revision=spec.revision, trust_remote_code=spec.trust_remote_code
         ).get_text_config()
-        shape = config.to_dict()
+        # getattr, not to_dict(): configs such as GPT-2's store these under other names (attribute_map).
+        shape = {
+            key: getattr(config, key, None)
+            for key in ("num_attention_heads", "num_key_value_heads", "intermediate_size")
+        }
     except (OSError, ValueError):
         if spec.name_or_path not in MODEL_SHAPES:
             return None

@@ -32,6 +32,8 @@ def per_adapter_product(
     if weights.dim() == 4:
         weights = weights.squeeze(1)
     inputs = inputs.to(dtype)
+    if indices.shape[0] != inputs.shape[0]:  # not one index a row: vLLM's own gather, with its broadcasting
+        return torch.einsum("bi, boi -> bo", inputs, weights[indices].to(dtype))
     if indices.numel() == 0:
         return inputs.new_zeros(0, weights.shape[1])
     if bool((indices == indices[0]).all()):

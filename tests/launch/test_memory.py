@@ -97,3 +97,15 @@ def test_make_check_states_the_header_and_names_a_stale_one(tmp_path):
     assert f"says '{stated[4]}'" in warning
     assert warning.endswith(f"update the line to: {header_line(recipe, 8, 80, int(stated[3]))}")
     assert header_line(recipe, 8, 80, int(stated[3])) != stated[0]
+
+    # The same change as an override: the file's line is right for the file, so no advice to rewrite it.
+    recipe = load_recipe(
+        REPO / "recipes" / "gsm8k.yaml", ["model.name_or_path=Qwen/Qwen2.5-7B-Instruct"], False
+    )
+    lines = []
+    check(recipe, load_data=False, log=lines.append)
+    (line,) = [line for line in lines if "memory per GPU" in line]
+    assert (
+        line.startswith("memory per GPU with these overrides: about")
+        and f"without them: {stated[4]})" in line
+    )

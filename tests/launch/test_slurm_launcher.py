@@ -55,16 +55,18 @@ command = args[at:]
 if len(nodes) == 1:  # one task: run it in this process, as the server's step does
     if nodes[0] == os.environ.get("STANDIN_FAIL_HOST"):
         sys.exit(3)
-    os.environ.update(STANDIN_HOST=nodes[0], SLURM_PROCID="0")
+    os.environ.update(STANDIN_HOST=nodes[0], SLURMD_NODENAME=nodes[0], SLURM_PROCID="0")
     os.environ.pop("CUDA_VISIBLE_DEVICES", None)  # Slurm gives the step its own GPUs: one exported before is lost
     os.execvp(command[0], command)
-# One task per node, each with its rank in the step; a node named by STANDIN_FAIL_HOST fails at once.
+# One task per node; a node named by STANDIN_FAIL_HOST fails at once. Slurm numbers a step's tasks in its own
+# node order, which need not be the order of -w: here the reverse, so a script that took SLURM_PROCID for the
+# machine rank would put rank 0 on the wrong node.
 import subprocess, time
 assert {f"--nodes={len(nodes)}", f"--ntasks={len(nodes)}", "--ntasks-per-node=1"} <= options, options
 tasks = []
 for rank, node in enumerate(nodes):
     env = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}
-    env.update(STANDIN_HOST=node, SLURM_PROCID=str(rank))
+    env.update(STANDIN_HOST=node, SLURMD_NODENAME=node, SLURM_PROCID=str(len(nodes) - 1 - rank))
     failing = node == os.environ.get("STANDIN_FAIL_HOST")
     tasks.append(subprocess.Popen([sys.executable, "-c", "raise SystemExit(3)"] if failing else command, env=env))
 # As Slurm: with --kill-on-bad-exit=1 the first task to fail ends the others; without it every task runs on.
@@ -189,11 +191,12 @@ def test_plain_multi_node_launches_one_rank_per_node_with_global_totals(launcher
     )
     # One srun step, one task on each node, ended everywhere by the first to fail; nothing else started.
     (srun,) = of(records, "srun")
-    assert srun["argv"][:6] == [
+    assert srun["argv"][:7] == [
         "--nodes=3",
         "--ntasks=3",
         "--ntasks-per-node=1",
         "--kill-on-bad-exit=1",
+        "--wait=0",
         "-w",
         "node-a,node-b,node-c",
     ]

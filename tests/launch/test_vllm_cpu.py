@@ -159,3 +159,18 @@ def test_make_serve_refuses_a_tensor_parallel_size_the_model_cannot_split(tmp_pa
     assert "has 14 attention heads (2 key/value) and an MLP of 4864" in result.stderr
     assert "choose one of 1, 2." in result.stderr
     assert "VLLM_SERVER_DEV_MODE" not in result.stdout  # nothing was started
+
+
+def test_the_tensor_parallel_check_reads_configs_that_name_the_heads_otherwise(tmp_path):
+    """GPT-2's config stores its heads as n_head (num_attention_heads is an alias): still checked."""
+    from types import SimpleNamespace
+
+    from transformers import GPT2Config
+
+    from grpo_recipes.launch.serve import tensor_parallel_problem
+
+    GPT2Config(n_head=12, n_embd=96, n_layer=1).save_pretrained(tmp_path)
+    spec = SimpleNamespace(name_or_path=str(tmp_path), revision=None, trust_remote_code=False)
+    problem = tensor_parallel_problem(spec, 8)
+    assert problem is not None and "has 12 attention heads" in problem
+    assert tensor_parallel_problem(spec, 4) is None

@@ -140,3 +140,15 @@ def test_each_row_is_multiplied_by_its_own_adapter():
         inputs[:0], weights, torch.tensor([], dtype=torch.long), torch.float32
     )
     assert empty.shape == (0, 5)
+
+
+@needs_vllm
+def test_one_input_row_for_several_tokens_is_vllms_broadcast():
+    """Not one adapter index a row (vLLM's einsum broadcasts a single row): the ops do what vLLM's do."""
+    shipped = vllms_own_ops()
+    weights, _, indices = weights_and_inputs([0, 1, 1], out_dim=6, in_dim=4, stacked_4d=False)
+    one_row = torch.randn(1, 4, generator=torch.Generator().manual_seed(3))
+    expected, got = torch.zeros(3, 6), torch.zeros(3, 6)
+    shipped.bgmv_shrink(one_row, weights, expected, indices, 1.0)
+    vllm_cpu_lora.bgmv_shrink(one_row, weights, got, indices, 1.0)
+    torch.testing.assert_close(got, expected)
