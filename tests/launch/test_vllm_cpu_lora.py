@@ -22,6 +22,14 @@ def vllms_own_ops():
     return module
 
 
+def run_both(name, inputs, weights, start, indices, *rest):
+    """vLLM's op `name` and the project's, each into its own copy of `start`: (vLLM's output, the project's)."""
+    expected, got = start.clone(), start.clone()
+    getattr(vllms_own_ops(), name)(inputs, weights, expected, indices, *rest)
+    getattr(vllm_cpu_lora, name)(inputs, weights, got, indices, *rest)
+    return expected, got
+
+
 INDICES = {
     "one adapter": [2, 2, 2, 2, 2, 2, 2],
     "two adapters and none (-1)": [0, 0, 1, -1, 1, 0, -1],
@@ -41,14 +49,9 @@ def weights_and_inputs(indices, out_dim, in_dim, stacked_4d, seed=0):
 @pytest.mark.parametrize("stacked_4d", [False, True])
 @pytest.mark.parametrize("case", sorted(INDICES))
 def test_shrink_matches_vllms(case, stacked_4d):
-    shipped = vllms_own_ops()
     weights, inputs, indices = weights_and_inputs(INDICES[case], out_dim=8, in_dim=24, stacked_4d=stacked_4d)
-    expected = torch.full(
-        (len(indices), 16), 7.0
-    )  # wider than the rank: the columns past it stay as they were
-    got = expected.clone()
-    shipped.bgmv_shrink(inputs, weights, expected, indices, 0.25)
-    vllm_cpu_lora.bgmv_shrink(inputs, weights, got, indices, 0.25)
+    start = torch.full((len(indices), 16), 7.0)  # wider than the rank: the columns past it stay as they were
+    expected, got = run_both("bgmv_shrink", inputs, weights, start, indices, 0.25)
     torch.testing.assert_close(got, expected)
     assert (got[:, 8:] == 7.0).all()
 
@@ -58,22 +61,16 @@ def test_shrink_matches_vllms(case, stacked_4d):
 @pytest.mark.parametrize("output_width", [20, 24, 30])  # adapter and model padded differently, or alike
 @pytest.mark.parametrize("case", sorted(INDICES))
 def test_expand_matches_vllms(case, output_width, add_inputs):
-    shipped = vllms_own_ops()
     weights, inputs, indices = weights_and_inputs(INDICES[case], out_dim=24, in_dim=8, stacked_4d=False)
     start = torch.randn(len(indices), output_width, generator=torch.Generator().manual_seed(1))
-    expected, got = start.clone(), start.clone()
-    shipped.bgmv_expand(inputs, weights, expected, indices, add_inputs)
-    vllm_cpu_lora.bgmv_expand(inputs, weights, got, indices, add_inputs)
+    expected, got = run_both("bgmv_expand", inputs, weights, start, indices, add_inputs)
     torch.testing.assert_close(got, expected)
 
 
 @needs_vllm
 def test_expand_broadcasts_one_row_as_vllms_does():
-    shipped = vllms_own_ops()
     weights, inputs, indices = weights_and_inputs([1], out_dim=6, in_dim=4, stacked_4d=False)
-    expected, got = torch.zeros(5, 6), torch.zeros(5, 6)
-    shipped.bgmv_expand(inputs, weights, expected, indices, True)
-    vllm_cpu_lora.bgmv_expand(inputs, weights, got, indices, True)
+    expected, got = run_both("bgmv_expand", inputs, weights, torch.zeros(5, 6), indices, True)
     torch.testing.assert_close(got, expected)
     assert (got != 0).all()  # every row received the one product
 
@@ -82,12 +79,9 @@ def test_expand_broadcasts_one_row_as_vllms_does():
 @pytest.mark.parametrize("add_inputs", [False, True])
 @pytest.mark.parametrize("case", sorted(INDICES))
 def test_expand_slice_matches_vllms(case, add_inputs):
-    shipped = vllms_own_ops()
     weights, inputs, indices = weights_and_inputs(INDICES[case], out_dim=10, in_dim=8, stacked_4d=True)
     start = torch.randn(len(indices), 40, generator=torch.Generator().manual_seed(2))
-    expected, got = start.clone(), start.clone()
-    shipped.bgmv_expand_slice(inputs, weights, expected, indices, 12, 10, add_inputs)
-    vllm_cpu_lora.bgmv_expand_slice(inputs, weights, got, indices, 12, 10, add_inputs)
+    expected, got = run_both("bgmv_expand_slice", inputs, weights, start, indices, 12, 10, add_inputs)
     torch.testing.assert_close(got, expected)
     torch.testing.assert_close(got[:, :12], start[:, :12])  # outside the slice, untouched
     torch.testing.assert_close(got[:, 22:], start[:, 22:])
@@ -95,12 +89,9 @@ def test_expand_slice_matches_vllms(case, add_inputs):
 
 @needs_vllm
 def test_half_precision_output_keeps_vllms_dtype_handling():
-    shipped = vllms_own_ops()
     weights, inputs, indices = weights_and_inputs(INDICES["two adapters and none (-1)"], 8, 24, False)
-    expected = torch.zeros(len(indices), 8, dtype=torch.bfloat16)
-    got = expected.clone()
-    shipped.bgmv_shrink(inputs, weights, expected, indices, 1.0)
-    vllm_cpu_lora.bgmv_shrink(inputs, weights, got, indices, 1.0)
+    start = torch.zeros(len(indices), 8, dtype=torch.bfloat16)
+    expected, got = run_both("bgmv_shrink", inputs, weights, start, indices, 1.0)
     assert got.dtype == torch.bfloat16
     torch.testing.assert_close(got, expected, atol=0.05, rtol=0.02)
 
@@ -145,10 +136,7 @@ def test_each_row_is_multiplied_by_its_own_adapter():
 @needs_vllm
 def test_one_input_row_for_several_tokens_is_vllms_broadcast():
     """Not one adapter index a row (vLLM's einsum broadcasts a single row): the ops do what vLLM's do."""
-    shipped = vllms_own_ops()
     weights, _, indices = weights_and_inputs([0, 1, 1], out_dim=6, in_dim=4, stacked_4d=False)
     one_row = torch.randn(1, 4, generator=torch.Generator().manual_seed(3))
-    expected, got = torch.zeros(3, 6), torch.zeros(3, 6)
-    shipped.bgmv_shrink(one_row, weights, expected, indices, 1.0)
-    vllm_cpu_lora.bgmv_shrink(one_row, weights, got, indices, 1.0)
+    expected, got = run_both("bgmv_shrink", one_row, weights, torch.zeros(3, 6), indices, 1.0)
     torch.testing.assert_close(got, expected)
