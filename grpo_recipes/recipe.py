@@ -315,8 +315,9 @@ class EvaluationSpec:
     batch_size: int = 50
     every_steps: int | None = None
     """Also evaluate every N training steps, giving held-out accuracy against minutes of training (the run's
-    summary.json's `held_out_curve`, report.md's table and `held_out_curve.png`). The minutes count training alone: the evaluations
-    during training are not counted, nor by a sweep's budget. None: before and after only."""
+    summary.json's `held_out_curve`, report.md's table and `held_out_curve.png`). The minutes count training
+    alone: the evaluations during training are not counted, nor by a sweep's budget. None: before and after
+    only."""
 
 
 @dataclass

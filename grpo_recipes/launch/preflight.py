@@ -32,7 +32,7 @@ from typing import Any
 from packaging.version import Version
 
 from ..recipe import Recipe, RecipeError
-from .serve import health_problem
+from .serve import health_problem, server_base_url
 
 SERVER_TIMEOUT = 240.0
 """Seconds to wait for the vLLM server's /health when the config has no `vllm_server_timeout` (TRL's default)."""
@@ -101,9 +101,7 @@ def _server_problem(recipe: Recipe, config: Any, env: Mapping[str, str], log=pri
     timeout = float(override) if override else float(getattr(config, "vllm_server_timeout", SERVER_TIMEOUT))
     if timeout <= 0 or env.get("RANK", "0") != "0":  # skipped, or not the main process
         return None
-    base = (
-        config.vllm_server_base_url or f"http://{config.vllm_server_host}:{config.vllm_server_port}"
-    ).rstrip("/")
+    base = server_base_url(config)
     url = f"{base}/health"
     setting = "GRPO_PREFLIGHT_SERVER_TIMEOUT" if override else "trainer.vllm_server_timeout"
     started = time.monotonic()

@@ -178,6 +178,12 @@ def _server_info(base_url: str, timeout: float) -> dict:
         return json.load(response)
 
 
+def server_base_url(config: Any) -> str:
+    """The vLLM server a server-mode trainer config talks to: `vllm_server_base_url`, else host and port."""
+    url = config.vllm_server_base_url or f"http://{config.vllm_server_host}:{config.vllm_server_port}"
+    return url.rstrip("/")
+
+
 def bypass_proxy_for(url: str, env: dict[str, str] | None = None) -> str:
     """Add `url`'s host to `NO_PROXY` and `no_proxy` (in `env`, by default this process's environment), so that
     a cluster's `http_proxy` does not carry the trainers' requests to the vLLM server (TRL's client, through

@@ -11,8 +11,9 @@ and none of this module runs. On a CPU both of TRL's paths break:
   `make serve` do) to `reload_weights` from it through `/collective_rpc`. Trainer and server share a disk.
 
 `CPUVLLMGeneration` overrides only `_init_vllm` (server mode: no NCCL communicator; colocate: eager mode, as
-compiling the model costs minutes on a CPU, and LoRA ops that do not copy the adapter per token: `vllm_cpu_lora`) and `sync_weights`; it reuses TRL's `_iter_named_params`, which
-merges LoRA adapters and gathers ZeRO-3 shards. `tests/launch/test_vllm_cpu.py` fails if a TRL or vLLM upgrade
+compiling the model costs minutes on a CPU, and LoRA ops that do not copy the adapter per token:
+`vllm_cpu_lora`) and `sync_weights`; it reuses TRL's `_iter_named_params`, which merges LoRA adapters and
+gathers ZeRO-3 shards. `tests/launch/test_vllm_cpu.py` fails if a TRL or vLLM upgrade
 moves any of the names used here.
 """
 

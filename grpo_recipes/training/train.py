@@ -455,11 +455,9 @@ def train(
     # 1. Settings and checks, before anything loads.
     config = trainer_config(recipe)
     if getattr(config, "use_vllm", False) and getattr(config, "vllm_mode", None) == "server":
-        from ..launch.serve import bypass_proxy_for
+        from ..launch.serve import bypass_proxy_for, server_base_url
 
-        bypass_proxy_for(
-            config.vllm_server_base_url or f"http://{config.vllm_server_host}:{config.vllm_server_port}"
-        )
+        bypass_proxy_for(server_base_url(config))
     preflight(recipe, config)  # the GPU stack, the launcher and the vLLM server
     state = PartialState()
     main = state.is_main_process
