@@ -179,6 +179,9 @@ def test_sweep_file_errors_name_the_file_and_the_key(tmp_path):
     with pytest.raises(SweepError, match=r"reach: 'c' is not a value's name; the values: \['a', 'b'\]"):
         Sweep.from_file(sweep_file(good | {"reach": "c"}))
     assert Sweep.from_file(sweep_file(good | {"reach": "b"})).reach == "b"
+    with pytest.raises(SweepError, match=r"reach: 81.8 is not an accuracy: give a fraction in \(0, 1\]"):
+        Sweep.from_file(sweep_file(good | {"reach": 81.8}))
+    assert Sweep.from_file(sweep_file(good | {"reach": 0.818})).reach == 0.818
 
 
 def test_reach_gives_the_minutes_each_run_took_to_the_named_values_final_accuracy(tmp_path):
@@ -211,6 +214,14 @@ def test_reach_gives_the_minutes_each_run_took_to_the_named_values_final_accurac
     assert text.splitlines()[5].endswith("| 3.0 (3.0, not reached) |")
     picture = plot(table, results, tmp_path / "sweep.png").read_bytes()
     assert picture[:8] == b"\x89PNG\r\n\x1a\n" and int.from_bytes(picture[16:20], "big") == 1650  # 3 panels
+    # An accuracy instead of a value's name (a final measured in another sweep): the same reading, no owner.
+    sweep.reach = 0.75
+    table = summarize(sweep, results)
+    assert table["reach"] == {"value": None, "accuracy": 0.75}
+    rows = {row["value"]: row for row in table["rows"]}
+    assert rows["GRPO"]["minutes_to_reach"] == {0: None, 1: 6.0}
+    assert rows["distillation"]["minutes_to_reach"] == {0: 3.0, 1: None}
+    assert "| minutes to reach 75.0% (per seed) |" in markdown(table).splitlines()[2]
     sweep.reach = None
     assert "reach" not in summarize(sweep, results) and "minutes to reach" not in markdown(
         summarize(sweep, results)

@@ -84,10 +84,11 @@ class Sweep:
     configs/ddp.yaml --num_processes 2`); "" runs `python scripts/train.py` in one process."""
     description: str = ""
     """What the sweep measures: which state of the recipe (what its overrides pin), shown over its table."""
-    reach: str | None = None
-    """A value's name: the table gives, for every value, the minutes of training its runs took to reach that
-    value's pooled final held-out accuracy, read from each run's held-out curve (points between its two ends
-    where the runs evaluate during training: `evaluation.every_steps`)."""
+    reach: str | float | None = None
+    """A value's name, or a held-out accuracy as a fraction (`0.818`, e.g. a final measured in another
+    sweep): the table gives, for every value, the minutes of training its runs took to reach that value's
+    pooled final held-out accuracy, or that accuracy, read from each run's held-out curve (points between its
+    two ends where the runs evaluate during training: `evaluation.every_steps`)."""
 
     @classmethod
     def from_values(
@@ -169,7 +170,7 @@ class Sweep:
             source=str(path),
             launch=str(data.get("launch") or ""),
             description=" ".join(str(data.get("description") or "").split()),
-            reach=None if data.get("reach") is None else str(data["reach"]),
+            reach=_reach(data.get("reach")),
         )
         for key, value in replace.items():
             if key == "overrides":  # after the file's own: on the same key the command line wins
@@ -192,7 +193,12 @@ class Sweep:
             raise SweepError(f"{self.source}: value names repeat: {names}")
         if self.seeds < 1 or self.budget_minutes <= 0:
             raise SweepError(f"{self.source}: need seeds >= 1 and budget_minutes > 0")
-        if self.reach is not None and self.reach not in names:
+        if isinstance(self.reach, float) and not 0 < self.reach <= 1:
+            raise SweepError(
+                f"{self.source}: reach: {self.reach:g} is not an accuracy: give a fraction in (0, 1] "
+                f"(0.818 for 81.8 %) or a value's name"
+            )
+        if isinstance(self.reach, str) and self.reach not in names:
             raise SweepError(
                 f"{self.source}: reach: {self.reach!r} is not a value's name; the values: {names}"
             )
@@ -431,15 +437,32 @@ def summarize(sweep: Sweep, results: dict[str, dict[int, dict[str, Any]]]) -> di
     }
 
 
+def _reach(raw: Any) -> str | float | None:
+    """A sweep file's `reach`: a number is an accuracy, anything else a value's name.
+
+    >>> _reach(0.818), _reach(1), _reach("GRPO"), _reach(None)
+    (0.818, 1.0, 'GRPO', None)
+    """
+    if raw is None:
+        return None
+    if isinstance(raw, (int, float)) and not isinstance(raw, bool):
+        return float(raw)
+    return str(raw)
+
+
 def _minutes_to_reach(
-    reach: str | None, rows: list[dict[str, Any]], results: dict[str, dict[int, dict[str, Any]]]
+    reach: str | float | None, rows: list[dict[str, Any]], results: dict[str, dict[int, dict[str, Any]]]
 ) -> dict[str, Any] | None:
-    """The `reach` value's pooled final accuracy, and for each value the minutes of training each of its seeds
-    took to first stand at or above it (None for a seed whose curve never does); sets `minutes_to_reach` on
-    each row. None without `reach` or without runs of that value."""
+    """The target accuracy (`reach` itself where it is a number, else that value's pooled final accuracy),
+    and for each value the minutes of training each of its seeds took to first stand at or above it (None for
+    a seed whose curve never does); sets `minutes_to_reach` on each row. None without `reach` or without runs
+    of the value it names."""
     from .report import minutes_to_reach
 
-    target = next((row["accuracy"] for row in rows if row["value"] == reach and row["runs"]), None)
+    if isinstance(reach, float):
+        target, reach = reach, None
+    else:
+        target = next((row["accuracy"] for row in rows if row["value"] == reach and row["runs"]), None)
     if target is None:
         return None
     for row in rows:
@@ -491,7 +514,8 @@ def markdown(table: dict[str, Any]) -> str:
     ]
     reach = table.get("reach")
     if reach:
-        header.append(f"minutes to reach {reach['value']}'s {reach['accuracy']:.1%} (per seed)")
+        whose = f"{reach['value']}'s " if reach.get("value") else ""
+        header.append(f"minutes to reach {whose}{reach['accuracy']:.1%} (per seed)")
     lines = [
         f"Sweep `{table['sweep']}` on `{table['recipe']}`: at most {table['budget_minutes']:g} min of training per run, "
         f"{table['seeds']} seed(s) per value"
