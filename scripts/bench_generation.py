@@ -349,6 +349,7 @@ def train_run(args, backend: str) -> dict[str, Any]:
     rewards = [entry["reward"] for entry in history if "reward" in entry]
     sync_seconds = [entry["vllm/sync_seconds"] for entry in history if "vllm/sync_seconds" in entry]
     sync_mb = [entry["vllm/sync_mb"] for entry in history if "vllm/sync_mb" in entry]
+    generation = [e["time/generation_seconds"] for e in history if "time/generation_seconds" in e]
     before = (
         json.loads((out / "eval_before.json").read_text()) if (out / "eval_before.json").is_file() else {}
     )
@@ -363,6 +364,9 @@ def train_run(args, backend: str) -> dict[str, Any]:
         "mean_reward": statistics.fmean(rewards) if rewards else None,
         "sync_seconds": statistics.fmean(sync_seconds) if sync_seconds else None,
         "sync_mb": statistics.fmean(sync_mb) if sync_mb else None,
+        # Generating a step's completions, the weight sync included; the rest of a step is scoring,
+        # log-probabilities and the optimizer step.
+        "generation_seconds": statistics.fmean(generation) if generation else None,
         "accuracy_before": before.get("accuracy"),
         "accuracy_after": after.get("accuracy"),
         "eval_total": after.get("total"),
@@ -375,7 +379,7 @@ def percent(value: float | None) -> str:
 
 def training_table(rows: list[dict[str, Any]]) -> str:
     header = (
-        f"{'back-end':13} {'steps':>5} {'s/step':>7} {'sync s':>7} {'sync MB':>8} {'train s':>8} "
+        f"{'back-end':13} {'steps':>5} {'s/step':>7} {'gen s':>6} {'rest s':>6} {'sync s':>7} {'sync MB':>8} {'train s':>8} "
         f"{'process s':>9} {'reward':>7} {'acc before':>10} {'acc after':>10} {'eval n':>6}"
     )
     lines = [header, "-" * len(header)]
@@ -386,8 +390,14 @@ def training_table(rows: list[dict[str, Any]]) -> str:
         reward = f"{row['mean_reward']:7.3f}" if row["mean_reward"] is not None else f"{'-':>7}"
         sync_s = f"{row['sync_seconds']:7.2f}" if row.get("sync_seconds") is not None else f"{'-':>7}"
         sync_mb = f"{row['sync_mb']:8.1f}" if row.get("sync_mb") is not None else f"{'-':>8}"
+        generation = row.get("generation_seconds")
+        split = (
+            f"{generation:6.2f} {row['seconds_per_step'] - generation:6.2f}"
+            if generation is not None
+            else f"{'-':>6} {'-':>6}"
+        )
         lines.append(
-            f"{row['backend']:13} {row['steps']:5d} {row['seconds_per_step']:7.2f} {sync_s} {sync_mb} "
+            f"{row['backend']:13} {row['steps']:5d} {row['seconds_per_step']:7.2f} {split} {sync_s} {sync_mb} "
             f"{row['train_runtime'] or float('nan'):8.1f} {row['process_seconds']:9.1f} {reward} "
             f"{percent(row['accuracy_before']):>10} {percent(row['accuracy_after']):>10} {row['eval_total'] or '-':>6}"
         )

@@ -91,6 +91,10 @@ def test_bench_generation_training_tiny_with_both_vllm_syncs(tmp_path, tiny_mode
     assert rows["transformers"]["sync_mb"] is None and rows["transformers"]["steps"] == 2
     merged, adapter = rows["vllm-merged"], rows["vllm-adapter"]
     assert merged["sync_mb"] > 10 * adapter["sync_mb"] > 0 and adapter["sync_seconds"] > 0
+    # Each step split into generating (the sync included) and the rest.
+    for row in rows.values():
+        assert 0 < row["generation_seconds"] < row["seconds_per_step"], row
+    assert adapter["generation_seconds"] > adapter["sync_seconds"]
     assert [row["model"] for row in training["on_paper"]] == [
         "Qwen/Qwen2.5-1.5B-Instruct",
         "Qwen/Qwen2.5-7B-Instruct",

@@ -33,6 +33,7 @@ With tools, two things are added to TRL's tool loop (`_tool_call_loop`):
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from trl import GRPOTrainer
@@ -171,6 +172,16 @@ class RecipeGRPOTrainer(GRPOTrainer):
         )
         for key, value in zip(("failures", "timeouts", "truncated"), totals.tolist(), strict=True):
             self._metrics[mode][f"tools/{key}"].append(float(value))
+
+    def _generate(self, prompts: list):
+        # Generation's share of a step (vLLM's weight sync included, rewards and log-probabilities not):
+        # `time/generation_seconds`, where a step's time goes between generating and the rest.
+        started = time.perf_counter()
+        output = super()._generate(prompts)
+        self._metrics["train" if self.model.training else "eval"]["time/generation_seconds"].append(
+            time.perf_counter() - started
+        )
+        return output
 
     def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
         if self.curriculum is not None and self.model.training:

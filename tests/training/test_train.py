@@ -34,6 +34,8 @@ def test_two_steps_write_a_complete_output_directory(tiny_model, tmp_path):
     steps = [h for h in history if "reward" in h]
     assert [h["step"] for h in steps] == [1, 2]
     assert all("zero_variance_groups" in h for h in steps)
+    # Generation's share of each step is logged (it is part of the step, not all of it).
+    assert all(0 < h["time/generation_seconds"] < h["step_time"] for h in steps), steps
     assert (out / "reward_curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     for name in ("eval_before.json", "eval_after.json"):
         result_json = json.loads((out / name).read_text())
