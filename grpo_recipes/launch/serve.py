@@ -273,8 +273,14 @@ class Server:
     def __enter__(self) -> Server:
         self.log.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log, "w") as handle:
+            # Unbuffered: vLLM logs to stdout, and a server stopped by a signal would lose what its processes
+            # had not flushed to the file yet.
             self.process = subprocess.Popen(
-                self.command, env=self.env, stdout=handle, stderr=subprocess.STDOUT, start_new_session=True
+                self.command,
+                env={**self.env, "PYTHONUNBUFFERED": "1"},
+                stdout=handle,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
             )
         try:
             if self.wait:

@@ -10,6 +10,11 @@ uses the same adapter, the policy's, so the same product is one `x @ A.T` per ad
 that. They return what vLLM's return, to float rounding: each adapter index selects its slot exactly as
 indexing does (index -1 included), and the outputs are written into the same columns.
 
+Colocate mode calls `install()` itself (`vllm_cpu.CPUVLLMGeneration`). A server (`make serve`, `trl vllm-serve`)
+runs the model in processes of its own, so the project registers `plugin()` as a vLLM general plugin
+(`vllm.general_plugins` in pyproject.toml), which vLLM loads in every process it starts: a server on a CPU
+uses these ops as well. Off the CPU the plugin does nothing.
+
 Example (two tokens on adapter slot 0, one on slot 1; shrink multiplies by the scale):
     >>> import torch
     >>> weights = torch.stack([torch.eye(2), 2 * torch.eye(2)])        # [adapters, out, in]
@@ -114,3 +119,31 @@ def install() -> None:
                     "grpo_recipes.launch.vllm_cpu_lora (see pyproject.toml for the tested range)."
                 )
             setattr(module, name, replacement)
+
+
+def plugin() -> None:
+    """vLLM's general-plugin hook (pyproject.toml): `install()` in each vLLM process on a CPU, with one line on
+    stderr that says so (vLLM's own log level may hide its logger's lines); on any other platform nothing.
+    vLLM calls its plugins unguarded, so nothing here may raise: where a vLLM upgrade moved a name it says so and
+    leaves vLLM's own ops (a server must still start), where colocate mode's `install()` raises.
+    `VLLM_PLUGINS` (vLLM's list of plugins to load) can leave it out."""
+    import sys
+
+    try:
+        from vllm.platforms import current_platform
+
+        if not current_platform.is_cpu():
+            return
+        install()
+    except Exception as err:  # noqa: BLE001 - a plugin that raises stops every vLLM process
+        print(
+            f"grpo-recipes: vLLM's own CPU LoRA ops stay ({type(err).__name__}: {err})",
+            file=sys.stderr,
+            flush=True,
+        )
+        return
+    print(
+        "grpo-recipes: CPU LoRA ops installed (one product per adapter, not per token)",
+        file=sys.stderr,
+        flush=True,
+    )

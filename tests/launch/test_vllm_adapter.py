@@ -172,6 +172,7 @@ def test_a_vllm_server_serves_the_adapter_that_trains(tiny_model, tmp_path):
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     command, env = recipe_serve_command(recipe, port=port)
+    env = {k: v for k, v in env.items() if k != "VLLM_PLUGINS"}  # every plugin, the project's included
     with Server(command, {**env, "CUDA_VISIBLE_DEVICES": ""}, url, tmp_path / "server.log"):
         assert server_lora_problem(url, rank=4) is None
         assert server_lora_problem(url, rank=64) == "its --max-lora-rank 8 is below the adapter's rank 64"
@@ -200,6 +201,8 @@ def test_a_vllm_server_serves_the_adapter_that_trains(tiny_model, tmp_path):
     assert probe["sync_bytes"] == 4 * probe["adapter_parameters"]
     assert probe["loras"] == [probe["version"]] and probe["model_named"] == f"policy-v{probe['version']}"
     assert "reload_weights" not in server_log  # the server's own weights were never replaced
+    # The server's processes run the project's CPU LoRA ops too (the vLLM plugin), and served the policy above.
+    assert "grpo-recipes: CPU LoRA ops installed" in server_log and "CPU LoRA ops stay" not in server_log
 
 
 def test_a_server_without_lora_is_refused_before_training_with_the_fix(tmp_path, monkeypatch):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import importlib.util
 
 import pytest
@@ -10,6 +11,18 @@ import torch
 from grpo_recipes.launch import vllm_cpu_lora
 
 needs_vllm = pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="vLLM is not installed")
+
+
+def _vllm_cpu_build() -> bool:
+    try:
+        importlib.metadata.version("vllm-cpu")
+    except importlib.metadata.PackageNotFoundError:
+        return False
+    return True
+
+
+# The plugin acts on vLLM's CPU platform only, which a CUDA build does not become without a GPU.
+needs_vllm_cpu = pytest.mark.skipif(not _vllm_cpu_build(), reason="vLLM's CPU build is not installed")
 
 
 def vllms_own_ops():
@@ -117,6 +130,53 @@ def test_install_rebinds_where_vllm_looks_the_ops_up():
     shipped.sgmv_shrink(inputs, weights, expected, *metadata, 0.5)
     lora_ops.sgmv_shrink(inputs, weights, got, *metadata, 0.5)
     torch.testing.assert_close(got, expected)
+
+
+@needs_vllm_cpu
+def test_vllm_loads_the_plugin_that_installs_the_ops_in_every_process_it_starts():
+    """A server runs the model in processes of its own, which colocate mode's `install()` never reaches: vLLM's
+    plugin loader, which each of its processes runs, finds the project's entry point and rebinds the ops."""
+    import os
+    import subprocess
+    import sys
+
+    script = (
+        "from vllm.plugins import load_general_plugins\n"
+        "from vllm.lora.punica_wrapper import punica_cpu\n"
+        "from grpo_recipes.launch import vllm_cpu_lora\n"
+        "before = punica_cpu.bgmv_shrink is vllm_cpu_lora.bgmv_shrink\n"
+        "load_general_plugins()\n"
+        "print('rebound', before, punica_cpu.bgmv_shrink is vllm_cpu_lora.bgmv_shrink)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**{k: v for k, v in os.environ.items() if k != "VLLM_PLUGINS"}, "CUDA_VISIBLE_DEVICES": ""},
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "rebound False True" in result.stdout, result.stdout[-2000:]
+    assert "grpo-recipes: CPU LoRA ops installed" in result.stdout + result.stderr
+    assert "CPU LoRA ops stay" not in result.stdout + result.stderr
+
+
+@needs_vllm_cpu
+def test_the_plugin_rebinds_on_a_cpu_and_leaves_vllms_ops_alone_elsewhere(monkeypatch):
+    from vllm.lora.punica_wrapper import punica_cpu
+    from vllm.platforms import current_platform
+
+    def untouched(*args, **kwargs):
+        raise AssertionError("not called")
+
+    monkeypatch.setattr(punica_cpu, "bgmv_shrink", untouched)
+    monkeypatch.setattr(type(current_platform), "is_cpu", lambda self: False)
+    vllm_cpu_lora.plugin()
+    assert punica_cpu.bgmv_shrink is untouched
+    monkeypatch.undo()
+    monkeypatch.setattr(punica_cpu, "bgmv_shrink", untouched)
+    vllm_cpu_lora.plugin()  # on this CPU it does rebind
+    assert punica_cpu.bgmv_shrink is vllm_cpu_lora.bgmv_shrink
 
 
 def test_each_row_is_multiplied_by_its_own_adapter():
