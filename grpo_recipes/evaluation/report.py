@@ -167,7 +167,11 @@ def select_panels(log_history: list[dict[str, Any]]) -> list[Panel]:
             "groups per step",
             (("groups_generated", "generated"), ("groups_kept", "kept"), ("extra_rounds", "extra rounds")),
         ),
-        Panel("time per step", "seconds", (("step_time", "step time"),)),
+        Panel(
+            "time per step",
+            "seconds",
+            (("step_time", "step time"), ("time/generation_seconds", "generating (sync, tools included)")),
+        ),
     ]
     panels = []
     for panel in candidates:

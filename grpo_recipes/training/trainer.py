@@ -174,20 +174,25 @@ class RecipeGRPOTrainer(GRPOTrainer):
             self._metrics[mode][f"tools/{key}"].append(float(value))
 
     def _generate(self, prompts: list):
-        # Generation's share of a step (vLLM's weight sync included, rewards and log-probabilities not):
-        # `time/generation_seconds`, where a step's time goes between generating and the rest.
+        # Generation's share of a step: vLLM's weight sync and, with tools, the tool calls between rounds
+        # included; rewards and log-probabilities not. Summed over a batch's rounds (dynamic sampling
+        # generates several) and logged once a batch as `time/generation_seconds`.
         started = time.perf_counter()
-        output = super()._generate(prompts)
-        self._metrics["train" if self.model.training else "eval"]["time/generation_seconds"].append(
-            time.perf_counter() - started
-        )
-        return output
+        try:
+            return super()._generate(prompts)
+        finally:
+            self._generation_seconds = (
+                getattr(self, "_generation_seconds", 0.0) + time.perf_counter() - started
+            )
 
     def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
         if self.curriculum is not None and self.model.training:
             inputs = [self.curriculum.at_current_level(row, self.train_dataset) for row in inputs]
+        self._generation_seconds = 0.0
         output = self._generate_and_score(inputs)
-        self._log_tool_counts("train" if self.model.training else "eval")
+        mode = "train" if self.model.training else "eval"
+        self._metrics[mode]["time/generation_seconds"].append(self._generation_seconds)
+        self._log_tool_counts(mode)
         log_syncs(self)
         return output
 
