@@ -170,7 +170,7 @@ class Sweep:
             source=str(path),
             launch=str(data.get("launch") or ""),
             description=" ".join(str(data.get("description") or "").split()),
-            reach=_reach(data.get("reach")),
+            reach=_reach(data.get("reach"), [value.name for value in values]),
         )
         for key, value in replace.items():
             if key == "overrides":  # after the file's own: on the same key the command line wins
@@ -437,14 +437,17 @@ def summarize(sweep: Sweep, results: dict[str, dict[int, dict[str, Any]]]) -> di
     }
 
 
-def _reach(raw: Any) -> str | float | None:
-    """A sweep file's `reach`: a number is an accuracy, anything else a value's name.
+def _reach(raw: Any, names: Sequence[str] = ()) -> str | float | None:
+    """A sweep file's `reach`: a value's name where one is spelled so, else a number is an accuracy, and
+    anything else a name.
 
-    >>> _reach(0.818), _reach(1), _reach("GRPO"), _reach(None)
-    (0.818, 1.0, 'GRPO', None)
+    >>> _reach(0.818), _reach(1), _reach("GRPO"), _reach(None), _reach(0.5, names=["0.5", "1"])
+    (0.818, 1.0, 'GRPO', None, '0.5')
     """
     if raw is None:
         return None
+    if str(raw) in names:
+        return str(raw)
     if isinstance(raw, (int, float)) and not isinstance(raw, bool):
         return float(raw)
     return str(raw)
