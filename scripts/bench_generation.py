@@ -306,6 +306,14 @@ def bench_generation(args) -> dict[str, Any]:
 # --------------------------------------------------------------------------------------------------------
 
 
+def logged_mean(history: list[dict[str, Any]], key: str) -> float | None:
+    """A metric's mean over the logged steps (read as run reports read it), or None where no step logged it."""
+    from grpo_recipes.evaluation.report import reward_series
+
+    _, values = reward_series(history, key)
+    return statistics.fmean(values) if values else None
+
+
 def train_run(args, backend: str) -> dict[str, Any]:
     out = REPO_ROOT / "outputs" / f"bench-train-{backend}"
     shutil.rmtree(out, ignore_errors=True)  # a scratch run: stale results must not be read back
@@ -346,10 +354,6 @@ def train_run(args, backend: str) -> dict[str, Any]:
     step_times = [entry["step_time"] for entry in history if "step_time" in entry]
     final = next((entry for entry in reversed(history) if "train_runtime" in entry), {})
     steps = final.get("global_step") or max((e.get("step", 0) for e in history), default=0)
-    rewards = [entry["reward"] for entry in history if "reward" in entry]
-    sync_seconds = [entry["vllm/sync_seconds"] for entry in history if "vllm/sync_seconds" in entry]
-    sync_mb = [entry["vllm/sync_mb"] for entry in history if "vllm/sync_mb" in entry]
-    generation = [e["time/generation_seconds"] for e in history if "time/generation_seconds" in e]
     before = (
         json.loads((out / "eval_before.json").read_text()) if (out / "eval_before.json").is_file() else {}
     )
@@ -361,12 +365,12 @@ def train_run(args, backend: str) -> dict[str, Any]:
         if step_times
         else final.get("train_runtime", float("nan")) / max(steps, 1),
         "train_runtime": final.get("train_runtime"),
-        "mean_reward": statistics.fmean(rewards) if rewards else None,
-        "sync_seconds": statistics.fmean(sync_seconds) if sync_seconds else None,
-        "sync_mb": statistics.fmean(sync_mb) if sync_mb else None,
+        "mean_reward": logged_mean(history, "reward"),
+        "sync_seconds": logged_mean(history, "vllm/sync_seconds"),
+        "sync_mb": logged_mean(history, "vllm/sync_mb"),
         # Generating a step's completions, the weight sync included; the rest of a step is scoring,
         # log-probabilities and the optimizer step.
-        "generation_seconds": statistics.fmean(generation) if generation else None,
+        "generation_seconds": logged_mean(history, "time/generation_seconds"),
         "accuracy_before": before.get("accuracy"),
         "accuracy_after": after.get("accuracy"),
         "eval_total": after.get("total"),

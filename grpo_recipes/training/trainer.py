@@ -107,6 +107,7 @@ class RecipeGRPOTrainer(GRPOTrainer):
         self._logged_tool_counts: dict[str, int] = tool_stats.as_dict() if tool_stats is not None else {}
         self._in_tool_loop = False
         self._padding_prompt: list[int] | None = None
+        self._generation_seconds = 0.0  # this batch's, summed by `_generate`
         from ..launch.vllm_cpu import replaced
 
         with replaced(grpo_trainer, "VLLMGeneration", vllm_generation_class(kwargs["args"], adapter_sync)):
@@ -181,9 +182,7 @@ class RecipeGRPOTrainer(GRPOTrainer):
         try:
             return super()._generate(prompts)
         finally:
-            self._generation_seconds = (
-                getattr(self, "_generation_seconds", 0.0) + time.perf_counter() - started
-            )
+            self._generation_seconds += time.perf_counter() - started
 
     def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
         if self.curriculum is not None and self.model.training:
