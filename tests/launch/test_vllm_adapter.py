@@ -20,15 +20,24 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def assert_served_is_the_policy(probe: dict) -> None:
-    """After each sync vLLM's log-probabilities equal the PEFT policy's within bfloat16's rounding (8 bits of
-    mantissa, so about 0.04 at a log-probability of -11, plus 1e-2), and after the optimizer step they sit far
-    nearer the stepped policy than the one before it: an adapter one sync stale fails here."""
+    """After each sync vLLM's log-probabilities equal the PEFT policy's within the error of vLLM's bfloat16
+    forward pass, and after the optimizer step they sit far nearer the stepped policy than the one before it:
+    an adapter one sync stale fails here.
+
+    bfloat16 keeps 8 bits of mantissa, so each rounding moves a value by up to 2**-8 of itself; through the
+    layers a token's log-probability gathers a few such roundings (0.6 % of it has been seen on one CPU, 0.1 %
+    on another). The bound allows four, 2**-6 (0.17 at a log-probability of -11), plus 1e-2. A stale adapter
+    is caught by the second check, on the mean over the text's tokens, which one noisy token cannot sway."""
     for stage in ("original", "perturbed", "trained"):
         served, policy = probe[stage], probe[f"{stage}_policy"]
         for token, (a, b) in enumerate(zip(served, policy, strict=True)):
-            assert abs(a - b) <= abs(b) * 2**-8 + 1e-2, (stage, token, a, b)
-    error = max(abs(a - b) for a, b in zip(probe["trained"], probe["trained_policy"], strict=True))
-    moved = max(abs(a - b) for a, b in zip(probe["trained_policy"], probe["perturbed_policy"], strict=True))
+            assert abs(a - b) <= abs(b) * 2**-6 + 1e-2, (stage, token, a, b)
+
+    def mean_gap(xs: list[float], ys: list[float]) -> float:
+        return sum(abs(x - y) for x, y in zip(xs, ys, strict=True)) / len(xs)
+
+    error = mean_gap(probe["trained"], probe["trained_policy"])
+    moved = mean_gap(probe["trained_policy"], probe["perturbed_policy"])
     assert error < moved / 4, (error, moved)
 
 
