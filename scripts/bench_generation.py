@@ -20,7 +20,9 @@ ratio to transformers) and writes it as JSON to ``--output``.
 Part 2 (``--train-steps N``): the recipe end to end, with transformers generation and with vLLM in colocate
 mode (``--colocate-memory``, default 0.3; ``trainer.vllm_max_model_length=512``), for a LoRA recipe once with
 each weight sync (``vllm-merged``: every weight, each step; ``vllm-adapter``: the adapter alone,
-``grpo_recipes.launch.vllm_adapter``), same seed and steps, each through ``scripts/train.py`` in a subprocess
+``grpo_recipes.launch.vllm_adapter``; ``vllm-adapter-no-is``: the adapter alone with TRL's
+``vllm_importance_sampling_correction`` off, which isolates the cost of that correction's extra forward pass),
+same seed and steps, each through ``scripts/train.py`` in a subprocess
 writing ``outputs/bench-train-<backend>/``. It prints seconds per step, seconds and megabytes per sync, the
 mean reward and held-out accuracy before and after, side by side (``--eval-samples N`` sets
 ``evaluation.max_samples``), then the bytes a sync would move for the GPU recipes' models, from their shapes.
@@ -328,8 +330,13 @@ def train_run(args, backend: str) -> dict[str, Any]:
             f"trainer.vllm_gpu_memory_utilization={memory}",
             "trainer.vllm_max_model_length=512",
         ]
-        if backend in ("vllm-merged", "vllm-adapter"):
-            overrides.append(f"model.lora.vllm_sync={backend.removeprefix('vllm-')}")
+        if backend in ("vllm-merged", "vllm-adapter", "vllm-adapter-no-is"):
+            overrides.append(f"model.lora.vllm_sync={backend.split('-')[1]}")
+        if backend == "vllm-adapter-no-is":
+            # With vLLM, TRL scores each batch once more with the policy before the update, to weigh each
+            # token by the policy's probability over vLLM's (`old_per_token_logps`); transformers sampling skips
+            # that pass. This row measures what the pass costs.
+            overrides.append("trainer.vllm_importance_sampling_correction=false")
     command = [
         sys.executable,
         str(REPO_ROOT / "scripts" / "train.py"),
@@ -371,6 +378,8 @@ def train_run(args, backend: str) -> dict[str, Any]:
         # Generating a step's completions, the weight sync included; the rest of a step is scoring,
         # log-probabilities and the optimizer step.
         "generation_seconds": logged_mean(history, "time/generation_seconds"),
+        # Whether TRL corrected for vLLM's sampling (it logs the ratio only then).
+        "sampling_correction": any("sampling/importance_sampling_ratio/mean" in entry for entry in history),
         "accuracy_before": before.get("accuracy"),
         "accuracy_after": after.get("accuracy"),
         "eval_total": after.get("total"),
@@ -383,13 +392,13 @@ def percent(value: float | None) -> str:
 
 def training_table(rows: list[dict[str, Any]]) -> str:
     header = (
-        f"{'back-end':13} {'steps':>5} {'s/step':>7} {'gen s':>6} {'rest s':>6} {'sync s':>7} {'sync MB':>8} {'train s':>8} "
+        f"{'back-end':18} {'steps':>5} {'s/step':>7} {'gen s':>6} {'rest s':>6} {'sync s':>7} {'sync MB':>8} {'train s':>8} "
         f"{'process s':>9} {'reward':>7} {'acc before':>10} {'acc after':>10} {'eval n':>6}"
     )
     lines = [header, "-" * len(header)]
     for row in rows:
         if "error" in row:
-            lines.append(f"{row['backend']:13} failed: {row['error']}")
+            lines.append(f"{row['backend']:18} failed: {row['error']}")
             continue
         reward = f"{row['mean_reward']:7.3f}" if row["mean_reward"] is not None else f"{'-':>7}"
         sync_s = f"{row['sync_seconds']:7.2f}" if row.get("sync_seconds") is not None else f"{'-':>7}"
@@ -401,7 +410,7 @@ def training_table(rows: list[dict[str, Any]]) -> str:
             else f"{'-':>6} {'-':>6}"
         )
         lines.append(
-            f"{row['backend']:13} {row['steps']:5d} {row['seconds_per_step']:7.2f} {split} {sync_s} {sync_mb} "
+            f"{row['backend']:18} {row['steps']:5d} {row['seconds_per_step']:7.2f} {split} {sync_s} {sync_mb} "
             f"{row['train_runtime'] or float('nan'):8.1f} {row['process_seconds']:9.1f} {reward} "
             f"{percent(row['accuracy_before']):>10} {percent(row['accuracy_after']):>10} {row['eval_total'] or '-':>6}"
         )
@@ -411,7 +420,11 @@ def training_table(rows: list[dict[str, Any]]) -> str:
 def bench_training(args, lora: bool) -> dict[str, Any]:
     log(f"\ntraining: {args.config} for {args.train_steps} steps with each back-end (same seed)")
     rows = []
-    backends = ("transformers", "vllm-merged", "vllm-adapter") if lora else ("transformers", "vllm")
+    backends = (
+        ("transformers", "vllm-merged", "vllm-adapter", "vllm-adapter-no-is")
+        if lora
+        else ("transformers", "vllm")
+    )
     for index, backend in enumerate(backends, start=1):
         log(f"[train {index}/{len(backends)}] generation by {backend}")
         rows.append(train_run(args, backend))

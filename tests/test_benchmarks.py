@@ -75,8 +75,9 @@ def test_bench_generation_tiny_with_vllm(tmp_path, tiny_model):
 
 @pytest.mark.smoke
 def test_bench_generation_training_tiny_with_both_vllm_syncs(tmp_path, tiny_model):
-    """Part 2 on a LoRA recipe: transformers, vLLM with the merged sync and with the adapter sync, side by side,
-    each sync's seconds and megabytes measured, and the on-paper bytes of the GPU recipes' models."""
+    """Part 2 on a LoRA recipe: transformers, vLLM with the merged sync and with the adapter sync (with and
+    without TRL's importance-sampling correction), side by side, each sync's seconds and megabytes measured,
+    and the on-paper bytes of the GPU recipes' models."""
     data = tiny_recipe(tiny_model, tmp_path / "unused")
     data["model"]["lora"] = {"r": 8, "alpha": 16, "dropout": 0.0}
     recipe = write_recipe(tmp_path / "tiny.yaml", data)
@@ -87,7 +88,7 @@ def test_bench_generation_training_tiny_with_both_vllm_syncs(tmp_path, tiny_mode
     )
     training = json.loads(out.read_text())["training"]
     rows = {row["backend"]: row for row in training["results"]}
-    assert list(rows) == ["transformers", "vllm-merged", "vllm-adapter"]
+    assert list(rows) == ["transformers", "vllm-merged", "vllm-adapter", "vllm-adapter-no-is"]
     assert rows["transformers"]["sync_mb"] is None and rows["transformers"]["steps"] == 2
     merged, adapter = rows["vllm-merged"], rows["vllm-adapter"]
     assert merged["sync_mb"] > 10 * adapter["sync_mb"] > 0 and adapter["sync_seconds"] > 0
@@ -95,6 +96,9 @@ def test_bench_generation_training_tiny_with_both_vllm_syncs(tmp_path, tiny_mode
     for row in rows.values():
         assert 0 < row["generation_seconds"] < row["seconds_per_step"], row
     assert adapter["generation_seconds"] > adapter["sync_seconds"]
+    # The last row turns the correction off, and only it: the same adapter sync.
+    assert [row["sampling_correction"] for row in rows.values()] == [False, True, True, False]
+    assert rows["vllm-adapter-no-is"]["sync_mb"] == pytest.approx(adapter["sync_mb"])
     assert [row["model"] for row in training["on_paper"]] == [
         "Qwen/Qwen2.5-1.5B-Instruct",
         "Qwen/Qwen2.5-7B-Instruct",
