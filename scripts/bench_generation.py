@@ -23,7 +23,8 @@ each weight sync (``vllm-merged``: every weight, each step; ``vllm-adapter``: th
 ``grpo_recipes.launch.vllm_adapter``; ``vllm-adapter-no-is``: the adapter alone with TRL's
 ``vllm_importance_sampling_correction`` off, which isolates the cost of that correction's extra forward pass),
 same seed and steps, each through ``scripts/train.py`` in a subprocess
-writing ``outputs/bench-train-<backend>/``. It prints seconds per step, seconds and megabytes per sync, the
+writing ``outputs/bench-train-<backend>/``. It prints seconds per step (steps 2..N, the first step's
+one-off costs apart), seconds and megabytes per sync, the
 mean reward and held-out accuracy before and after, side by side (``--eval-samples N`` sets
 ``evaluation.max_samples``), then the bytes a sync would move for the GPU recipes' models, from their shapes.
 
@@ -308,11 +309,17 @@ def bench_generation(args) -> dict[str, Any]:
 # --------------------------------------------------------------------------------------------------------
 
 
-def logged_mean(history: list[dict[str, Any]], key: str) -> float | None:
-    """A metric's mean over the logged steps (read as run reports read it), or None where no step logged it."""
+def logged_mean(history: list[dict[str, Any]], key: str, skip_first: bool = False) -> float | None:
+    """A metric's mean over the logged steps (read as run reports read it), or None where no step logged it.
+
+    `skip_first` leaves out the first step, for timings: it pays one-off costs (vLLM's first generation builds
+    its kernels, 10-15 s on a CPU) that a run of hundreds of steps spreads thin; `first_step_seconds` reports
+    it. With one step logged, that step is the mean."""
     from grpo_recipes.evaluation.report import reward_series
 
     _, values = reward_series(history, key)
+    if skip_first and len(values) > 1:
+        values = values[1:]
     return statistics.fmean(values) if values else None
 
 
@@ -358,26 +365,27 @@ def train_run(args, backend: str) -> dict[str, Any]:
         log(f"  {backend}: training failed with exit status {status} (output above)")
         return {**row, "error": f"exit status {status}"}
     history = json.loads((out / "log_history.json").read_text())
-    step_times = [entry["step_time"] for entry in history if "step_time" in entry]
     final = next((entry for entry in reversed(history) if "train_runtime" in entry), {})
     steps = final.get("global_step") or max((e.get("step", 0) for e in history), default=0)
     before = (
         json.loads((out / "eval_before.json").read_text()) if (out / "eval_before.json").is_file() else {}
     )
     after = json.loads((out / "eval_after.json").read_text()) if (out / "eval_after.json").is_file() else {}
+    first_step = next((entry["step_time"] for entry in history if "step_time" in entry), None)
     return {
         **row,
         "steps": steps,
-        "seconds_per_step": statistics.fmean(step_times)
-        if step_times
-        else final.get("train_runtime", float("nan")) / max(steps, 1),
+        # Steps 2..N: what each step costs once the run is under way.
+        "seconds_per_step": logged_mean(history, "step_time", skip_first=True)
+        or final.get("train_runtime", float("nan")) / max(steps, 1),
+        "first_step_seconds": first_step if first_step is not None else float("nan"),
         "train_runtime": final.get("train_runtime"),
         "mean_reward": logged_mean(history, "reward"),
-        "sync_seconds": logged_mean(history, "vllm/sync_seconds"),
+        "sync_seconds": logged_mean(history, "vllm/sync_seconds", skip_first=True),
         "sync_mb": logged_mean(history, "vllm/sync_mb"),
         # Generating a step's completions, the weight sync included; the rest of a step is scoring,
         # log-probabilities and the optimizer step.
-        "generation_seconds": logged_mean(history, "time/generation_seconds"),
+        "generation_seconds": logged_mean(history, "time/generation_seconds", skip_first=True),
         # Whether TRL corrected for vLLM's sampling (it logs the ratio only then).
         "sampling_correction": any("sampling/importance_sampling_ratio/mean" in entry for entry in history),
         "accuracy_before": before.get("accuracy"),
@@ -392,7 +400,7 @@ def percent(value: float | None) -> str:
 
 def training_table(rows: list[dict[str, Any]]) -> str:
     header = (
-        f"{'back-end':18} {'steps':>5} {'s/step':>7} {'gen s':>6} {'rest s':>6} {'sync s':>7} {'sync MB':>8} {'train s':>8} "
+        f"{'back-end':18} {'steps':>5} {'s/step':>7} {'step 1':>6} {'gen s':>6} {'rest s':>6} {'sync s':>7} {'sync MB':>8} {'train s':>8} "
         f"{'process s':>9} {'reward':>7} {'acc before':>10} {'acc after':>10} {'eval n':>6}"
     )
     lines = [header, "-" * len(header)]
@@ -410,7 +418,7 @@ def training_table(rows: list[dict[str, Any]]) -> str:
             else f"{'-':>6} {'-':>6}"
         )
         lines.append(
-            f"{row['backend']:18} {row['steps']:5d} {row['seconds_per_step']:7.2f} {split} {sync_s} {sync_mb} "
+            f"{row['backend']:18} {row['steps']:5d} {row['seconds_per_step']:7.2f} {row['first_step_seconds']:6.1f} {split} {sync_s} {sync_mb} "
             f"{row['train_runtime'] or float('nan'):8.1f} {row['process_seconds']:9.1f} {reward} "
             f"{percent(row['accuracy_before']):>10} {percent(row['accuracy_after']):>10} {row['eval_total'] or '-':>6}"
         )

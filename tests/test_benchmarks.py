@@ -92,9 +92,13 @@ def test_bench_generation_training_tiny_with_both_vllm_syncs(tmp_path, tiny_mode
     assert rows["transformers"]["sync_mb"] is None and rows["transformers"]["steps"] == 2
     merged, adapter = rows["vllm-merged"], rows["vllm-adapter"]
     assert merged["sync_mb"] > 10 * adapter["sync_mb"] > 0 and adapter["sync_seconds"] > 0
-    # Each step split into generating (the sync included) and the rest.
+    # Each step split into generating (the sync included) and the rest; seconds a step are the steps after the
+    # first, whose one-off costs (vLLM's first generation) are reported apart.
     for row in rows.values():
         assert 0 < row["generation_seconds"] < row["seconds_per_step"], row
+        history = json.loads((Path(row["output_dir"]) / "log_history.json").read_text())
+        step_times = [entry["step_time"] for entry in history if "step_time" in entry]
+        assert [row["first_step_seconds"], row["seconds_per_step"]] == pytest.approx(step_times), row
     assert adapter["generation_seconds"] > adapter["sync_seconds"]
     # The last row turns the correction off, and only it: the same adapter sync.
     assert [row["sampling_correction"] for row in rows.values()] == [False, True, True, False]
