@@ -23,7 +23,7 @@ each weight sync (``vllm-merged``: every weight, each step; ``vllm-adapter``: th
 ``grpo_recipes.launch.vllm_adapter``; ``vllm-adapter-no-is``: the adapter alone with TRL's
 ``vllm_importance_sampling_correction`` off, which isolates the cost of that correction's extra forward pass),
 same seed and steps, each through ``scripts/train.py`` in a subprocess
-writing ``outputs/bench-train-<backend>/``. It prints seconds per step (steps 2..N, the first step's
+writing ``bench-train-<backend>/`` beside ``--output`` (``outputs/`` by default). It prints seconds per step (steps 2..N, the first step's
 one-off costs apart), seconds and megabytes per sync, the
 mean reward and held-out accuracy before and after, side by side (``--eval-samples N`` sets
 ``evaluation.max_samples``), then the bytes a sync would move for the GPU recipes' models, from their shapes.
@@ -324,9 +324,9 @@ def logged_mean(history: list[dict[str, Any]], key: str, skip_first: bool = Fals
 
 
 def train_run(args, backend: str) -> dict[str, Any]:
-    out = REPO_ROOT / "outputs" / f"bench-train-{backend}"
+    out = args.output.resolve().parent / f"bench-train-{backend}"  # beside the tables' JSON
     shutil.rmtree(out, ignore_errors=True)  # a scratch run: stale results must not be read back
-    overrides = [f"trainer.max_steps={args.train_steps}", f"trainer.output_dir={out.relative_to(REPO_ROOT)}"]
+    overrides = [f"trainer.max_steps={args.train_steps}", f"trainer.output_dir={out}"]
     if args.eval_samples is not None:
         overrides.append(f"evaluation.max_samples={args.eval_samples}")
     if backend.startswith("vllm"):

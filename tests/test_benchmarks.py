@@ -96,6 +96,7 @@ def test_bench_generation_training_tiny_with_both_vllm_syncs(tmp_path, tiny_mode
     # first, whose one-off costs (vLLM's first generation) are reported apart.
     for row in rows.values():
         assert 0 < row["generation_seconds"] < row["seconds_per_step"], row
+        assert Path(row["output_dir"]).parent == tmp_path  # beside --output, not in the repository's outputs/
         history = json.loads((Path(row["output_dir"]) / "log_history.json").read_text())
         step_times = [entry["step_time"] for entry in history if "step_time" in entry]
         assert [row["first_step_seconds"], row["seconds_per_step"]] == pytest.approx(step_times), row
