@@ -46,6 +46,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from grpo_recipes.evaluation.report import reward_series
 from grpo_recipes.ports import free_port
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -313,10 +314,8 @@ def logged_mean(history: list[dict[str, Any]], key: str, skip_first: bool = Fals
     """A metric's mean over the logged steps (read as run reports read it), or None where no step logged it.
 
     `skip_first` leaves out the first step, for timings: it pays one-off costs (vLLM's first generation builds
-    its kernels, 10-15 s on a CPU) that a run of hundreds of steps spreads thin; `first_step_seconds` reports
-    it. With one step logged, that step is the mean."""
-    from grpo_recipes.evaluation.report import reward_series
-
+    its kernels) that a run of hundreds of steps spreads thin; `first_step_seconds` reports it. With one step
+    logged, that step is the mean."""
     _, values = reward_series(history, key)
     if skip_first and len(values) > 1:
         values = values[1:]
@@ -326,7 +325,11 @@ def logged_mean(history: list[dict[str, Any]], key: str, skip_first: bool = Fals
 def train_run(args, backend: str) -> dict[str, Any]:
     out = args.output.resolve().parent / f"bench-train-{backend}"  # beside the tables' JSON
     shutil.rmtree(out, ignore_errors=True)  # a scratch run: stale results must not be read back
-    overrides = [f"trainer.max_steps={args.train_steps}", f"trainer.output_dir={out}"]
+    overrides = [
+        f"trainer.max_steps={args.train_steps}",
+        f"trainer.output_dir={out}",
+        "trainer.logging_steps=1",  # a time for every step, the first apart from the rest
+    ]
     if args.eval_samples is not None:
         overrides.append(f"evaluation.max_samples={args.eval_samples}")
     if backend.startswith("vllm"):
@@ -371,14 +374,15 @@ def train_run(args, backend: str) -> dict[str, Any]:
         json.loads((out / "eval_before.json").read_text()) if (out / "eval_before.json").is_file() else {}
     )
     after = json.loads((out / "eval_after.json").read_text()) if (out / "eval_after.json").is_file() else {}
-    first_step = next((entry["step_time"] for entry in history if "step_time" in entry), None)
+    _, step_times = reward_series(history, "step_time")
+    if not step_times:
+        return {**row, "error": f"no step times in {out / 'log_history.json'}"}
     return {
         **row,
         "steps": steps,
         # Steps 2..N: what each step costs once the run is under way.
-        "seconds_per_step": logged_mean(history, "step_time", skip_first=True)
-        or final.get("train_runtime", float("nan")) / max(steps, 1),
-        "first_step_seconds": first_step if first_step is not None else float("nan"),
+        "seconds_per_step": logged_mean(history, "step_time", skip_first=True),
+        "first_step_seconds": step_times[0],
         "train_runtime": final.get("train_runtime"),
         "mean_reward": logged_mean(history, "reward"),
         "sync_seconds": logged_mean(history, "vllm/sync_seconds", skip_first=True),
@@ -522,7 +526,7 @@ def main() -> int:
         "--output",
         type=Path,
         default=REPO_ROOT / "outputs" / "bench_generation.json",
-        help="the tables as JSON (default: outputs/bench_generation.json)",
+        help="the tables as JSON (default: outputs/bench_generation.json); part 2's runs go beside it",
     )
     parser.add_argument("--worker", choices=("transformers", "vllm"), help=argparse.SUPPRESS)
     parser.add_argument("--worker-dtype", default="float32", help=argparse.SUPPRESS)
