@@ -322,6 +322,22 @@ def logged_mean(history: list[dict[str, Any]], key: str, skip_first: bool = Fals
     return statistics.fmean(values) if values else None
 
 
+#: Part 2's vLLM back-ends (colocate mode, each after transformers generation), with their own overrides:
+#: "vllm" for a recipe without LoRA, the other three for a LoRA recipe.
+VLLM_BACKENDS: dict[str, list[str]] = {
+    "vllm": [],
+    "vllm-merged": ["model.lora.vllm_sync=merged"],
+    "vllm-adapter": ["model.lora.vllm_sync=adapter"],
+    # With vLLM, TRL scores each batch once more with the policy before the update, to weigh each token by the
+    # policy's probability over vLLM's (`old_per_token_logps`); transformers sampling skips that pass. This
+    # back-end measures what the pass costs.
+    "vllm-adapter-no-is": [
+        "model.lora.vllm_sync=adapter",
+        "trainer.vllm_importance_sampling_correction=false",
+    ],
+}
+
+
 def train_run(args, backend: str) -> dict[str, Any]:
     out = args.output.resolve().parent / f"bench-train-{backend}"  # beside the tables' JSON
     shutil.rmtree(out, ignore_errors=True)  # a scratch run: stale results must not be read back
@@ -340,13 +356,7 @@ def train_run(args, backend: str) -> dict[str, Any]:
             f"trainer.vllm_gpu_memory_utilization={memory}",
             "trainer.vllm_max_model_length=512",
         ]
-        if backend in ("vllm-merged", "vllm-adapter", "vllm-adapter-no-is"):
-            overrides.append(f"model.lora.vllm_sync={backend.split('-')[1]}")
-        if backend == "vllm-adapter-no-is":
-            # With vLLM, TRL scores each batch once more with the policy before the update, to weigh each
-            # token by the policy's probability over vLLM's (`old_per_token_logps`); transformers sampling skips
-            # that pass. This row measures what the pass costs.
-            overrides.append("trainer.vllm_importance_sampling_correction=false")
+        overrides += VLLM_BACKENDS[backend]
     command = [
         sys.executable,
         str(REPO_ROOT / "scripts" / "train.py"),
@@ -432,11 +442,8 @@ def training_table(rows: list[dict[str, Any]]) -> str:
 def bench_training(args, lora: bool) -> dict[str, Any]:
     log(f"\ntraining: {args.config} for {args.train_steps} steps with each back-end (same seed)")
     rows = []
-    backends = (
-        ("transformers", "vllm-merged", "vllm-adapter", "vllm-adapter-no-is")
-        if lora
-        else ("transformers", "vllm")
-    )
+    vllm = [name for name in VLLM_BACKENDS if name != "vllm"] if lora else ["vllm"]
+    backends = ("transformers", *vllm)
     for index, backend in enumerate(backends, start=1):
         log(f"[train {index}/{len(backends)}] generation by {backend}")
         rows.append(train_run(args, backend))
