@@ -20,16 +20,17 @@ ratio to transformers) and writes it as JSON to ``--output``.
 Part 2 (``--train-steps N``): the recipe end to end, with transformers generation and with vLLM in colocate
 mode (``--colocate-memory``, default 0.3; ``trainer.vllm_max_model_length=512``), for a LoRA recipe once with
 each weight sync (``vllm-merged``: every weight, each step; ``vllm-adapter``: the adapter alone,
-``grpo_recipes.launch.vllm_adapter``; ``vllm-adapter-no-is``: the adapter alone with TRL's
-``vllm_importance_sampling_correction`` off, which isolates the cost of that correction's extra forward pass),
+``grpo_recipes.launch.vllm_adapter``),
 same seed and steps, each through ``scripts/train.py`` in a subprocess
 writing ``bench-train-<backend>/`` beside ``--output`` (``outputs/`` by default). It prints seconds per step (steps 2..N, the first step's
 one-off costs apart), seconds and megabytes per sync, the
 mean reward and held-out accuracy before and after, side by side (``--eval-samples N`` sets
-``evaluation.max_samples``), then the bytes a sync would move for the GPU recipes' models, from their shapes.
+``evaluation.max_samples``). ``--train-rounds R`` runs the back-ends R times, round-robin, and prints each
+one's median seconds a step and its ratio to transformers generation's in the same round. Then the bytes a sync would move for the GPU recipes' models, from their shapes.
 
 Usage: ``python scripts/bench_generation.py [--config RECIPE] [--prompts 8] [--max-new-tokens 128]
-[--repeats 2] [--vllm-dtypes float32,bfloat16] [--train-steps N [--eval-samples M]] [--no-generation]``
+[--repeats 2] [--vllm-dtypes float32,bfloat16] [--train-steps N [--train-rounds R] [--eval-samples M]]
+[--no-generation]``
 """
 
 from __future__ import annotations
@@ -323,18 +324,11 @@ def logged_mean(history: list[dict[str, Any]], key: str, skip_first: bool = Fals
 
 
 #: Part 2's vLLM back-ends (colocate mode, each after transformers generation), with their own overrides:
-#: "vllm" for a recipe without LoRA, the other three for a LoRA recipe.
+#: "vllm" for a recipe without LoRA, the other two for a LoRA recipe.
 VLLM_BACKENDS: dict[str, list[str]] = {
     "vllm": [],
     "vllm-merged": ["model.lora.vllm_sync=merged"],
     "vllm-adapter": ["model.lora.vllm_sync=adapter"],
-    # With vLLM, TRL scores each batch once more with the policy before the update, to weigh each token by the
-    # policy's probability over vLLM's (`old_per_token_logps`); transformers sampling skips that pass. This
-    # back-end measures what the pass costs.
-    "vllm-adapter-no-is": [
-        "model.lora.vllm_sync=adapter",
-        "trainer.vllm_importance_sampling_correction=false",
-    ],
 }
 
 
@@ -414,13 +408,13 @@ def percent(value: float | None) -> str:
 
 def training_table(rows: list[dict[str, Any]]) -> str:
     header = (
-        f"{'back-end':18} {'steps':>5} {'s/step':>7} {'step 1':>6} {'gen s':>6} {'rest s':>6} {'sync s':>7} {'sync MB':>8} {'train s':>8} "
+        f"{'round':>5} {'back-end':18} {'steps':>5} {'s/step':>7} {'step 1':>6} {'gen s':>6} {'rest s':>6} {'sync s':>7} {'sync MB':>8} {'train s':>8} "
         f"{'process s':>9} {'reward':>7} {'acc before':>10} {'acc after':>10} {'eval n':>6}"
     )
     lines = [header, "-" * len(header)]
     for row in rows:
         if "error" in row:
-            lines.append(f"{row['backend']:18} failed: {row['error']}")
+            lines.append(f"{row.get('round', 1):5d} {row['backend']:18} failed: {row['error']}")
             continue
         reward = f"{row['mean_reward']:7.3f}" if row["mean_reward"] is not None else f"{'-':>7}"
         sync_s = f"{row['sync_seconds']:7.2f}" if row.get("sync_seconds") is not None else f"{'-':>7}"
@@ -432,9 +426,42 @@ def training_table(rows: list[dict[str, Any]]) -> str:
             else f"{'-':>6} {'-':>6}"
         )
         lines.append(
-            f"{row['backend']:18} {row['steps']:5d} {row['seconds_per_step']:7.2f} {row['first_step_seconds']:6.1f} {split} {sync_s} {sync_mb} "
+            f"{row.get('round', 1):5d} {row['backend']:18} {row['steps']:5d} {row['seconds_per_step']:7.2f} {row['first_step_seconds']:6.1f} {split} {sync_s} {sync_mb} "
             f"{row['train_runtime'] or float('nan'):8.1f} {row['process_seconds']:9.1f} {reward} "
             f"{percent(row['accuracy_before']):>10} {percent(row['accuracy_after']):>10} {row['eval_total'] or '-':>6}"
+        )
+    return "\n".join(lines)
+
+
+def against_transformers(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Each back-end's seconds a step over the rounds, and its ratio to transformers generation's in the same
+    round (the runs nearest in time, so that the machine's drift between rounds cancels): median and range."""
+    done = [row for row in rows if "error" not in row]
+    baseline = {row["round"]: row["seconds_per_step"] for row in done if row["backend"] == "transformers"}
+    summary: dict[str, dict[str, Any]] = {}
+    for backend in dict.fromkeys(row["backend"] for row in done):
+        runs = [row for row in done if row["backend"] == backend]
+        ratios = [
+            row["seconds_per_step"] / baseline[row["round"]] for row in runs if row["round"] in baseline
+        ]
+        summary[backend] = {
+            "rounds": len(runs),
+            "seconds_per_step": [row["seconds_per_step"] for row in runs],
+            "median_seconds_per_step": statistics.median(row["seconds_per_step"] for row in runs),
+            "ratios": ratios,
+            "median_ratio": statistics.median(ratios) if ratios else None,
+        }
+    return summary
+
+
+def summary_table(summary: dict[str, dict[str, Any]]) -> str:
+    header = f"{'back-end':18} {'rounds':>6} {'median s/step':>13} {'median x transformers':>21}  per round"
+    lines = [header, "-" * len(header)]
+    for backend, entry in summary.items():
+        ratio = f"{entry['median_ratio']:21.2f}" if entry["median_ratio"] is not None else f"{'-':>21}"
+        each = ", ".join(f"{r:.2f}" for r in entry["ratios"])
+        lines.append(
+            f"{backend:18} {entry['rounds']:6d} {entry['median_seconds_per_step']:13.2f} {ratio}  {each}"
         )
     return "\n".join(lines)
 
@@ -444,14 +471,25 @@ def bench_training(args, lora: bool) -> dict[str, Any]:
     rows = []
     vllm = [name for name in VLLM_BACKENDS if name != "vllm"] if lora else ["vllm"]
     backends = ("transformers", *vllm)
-    for index, backend in enumerate(backends, start=1):
-        log(f"[train {index}/{len(backends)}] generation by {backend}")
-        rows.append(train_run(args, backend))
-    table = training_table(rows)
-    log("\n" + table)
+    # Round-robin: each round runs every back-end once, so a drift of the machine's speed over the minutes
+    # of the benchmark falls on every back-end alike instead of on whichever ran last.
+    runs = [(round_, backend) for round_ in range(1, args.train_rounds + 1) for backend in backends]
+    for index, (round_, backend) in enumerate(runs, start=1):
+        log(f"[train {index}/{len(runs)}] round {round_}: generation by {backend}")
+        rows.append({**train_run(args, backend), "round": round_})
+    log("\n" + training_table(rows))
+    summary = against_transformers(rows)
+    log("\n" + summary_table(summary))
     paper = sync_on_paper()
     log("\n" + paper_table(paper))
-    return {"steps": args.train_steps, "eval_samples": args.eval_samples, "results": rows, "on_paper": paper}
+    return {
+        "steps": args.train_steps,
+        "rounds": args.train_rounds,
+        "eval_samples": args.eval_samples,
+        "results": rows,
+        "summary": summary,
+        "on_paper": paper,
+    }
 
 
 #: The link a server-mode sync crosses, for the on-paper seconds: NCCL over PCIe 5 x16, about 50 GB/s.
@@ -521,6 +559,12 @@ def main() -> int:
         "--train-steps", type=int, default=None, help="part 2: train this many steps with each back-end"
     )
     parser.add_argument(
+        "--train-rounds",
+        type=int,
+        default=1,
+        help="part 2: run every back-end this many times, round-robin; medians and per-round ratios are printed",
+    )
+    parser.add_argument(
         "--eval-samples", type=int, default=None, help="part 2: evaluation.max_samples (held-out prompts)"
     )
     parser.add_argument(
@@ -545,6 +589,9 @@ def main() -> int:
     args.config = resolve_recipe_path(args.config, REPO_ROOT / "recipes").resolve()
     if args.worker:
         return run_worker(args)
+    if args.train_rounds < 1:
+        print(f"error: --train-rounds must be at least 1, got {args.train_rounds}", file=sys.stderr)
+        return 2
     try:
         recipe = load_recipe(args.config)  # a bad recipe fails here, before any process starts
     except (RecipeError, OSError) as error:

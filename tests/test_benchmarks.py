@@ -75,20 +75,39 @@ def test_bench_generation_tiny_with_vllm(tmp_path, tiny_model):
 
 @pytest.mark.smoke
 def test_bench_generation_training_tiny_with_both_vllm_syncs(tmp_path, tiny_model):
-    """Part 2 on a LoRA recipe: transformers, vLLM with the merged sync and with the adapter sync (with and
-    without TRL's importance-sampling correction), side by side, each sync's seconds and megabytes measured,
-    and the on-paper bytes of the GPU recipes' models."""
+    """Part 2 on a LoRA recipe: transformers, vLLM with the merged sync and with the adapter sync, side by side
+    in two rounds, each sync's seconds and megabytes measured, each back-end's ratio to transformers taken
+    within a round, and the on-paper bytes of the GPU recipes' models."""
     data = tiny_recipe(tiny_model, tmp_path / "unused")
     data["model"]["lora"] = {"r": 8, "alpha": 16, "dropout": 0.0}
     recipe = write_recipe(tmp_path / "tiny.yaml", data)
     out = tmp_path / "bench_generation.json"
     make(
         "bench-generation",
-        f"--config {recipe} --no-generation --train-steps 2 --eval-samples 2 --colocate-memory 0.15 --output {out}",
+        f"--config {recipe} --no-generation --train-steps 2 --train-rounds 2 --eval-samples 2 "
+        f"--colocate-memory 0.15 --output {out}",
     )
     training = json.loads(out.read_text())["training"]
-    rows = {row["backend"]: row for row in training["results"]}
-    assert list(rows) == ["transformers", "vllm-merged", "vllm-adapter", "vllm-adapter-no-is"]
+    backends = ["transformers", "vllm-merged", "vllm-adapter"]
+    # Round-robin: every back-end once a round, in the same order each round.
+    assert [(row["round"], row["backend"]) for row in training["results"]] == [
+        (round_, backend) for round_ in (1, 2) for backend in backends
+    ]
+    rows = {row["backend"]: row for row in training["results"] if row["round"] == 2}
+    # Each back-end's ratio to transformers is taken within a round: the same-round runs' quotient.
+    for backend in backends:
+        entry = training["summary"][backend]
+        per_round = [
+            row["seconds_per_step"] / base["seconds_per_step"]
+            for row, base in zip(
+                [r for r in training["results"] if r["backend"] == backend],
+                [r for r in training["results"] if r["backend"] == "transformers"],
+                strict=True,
+            )
+        ]
+        assert entry["rounds"] == 2 and entry["ratios"] == pytest.approx(per_round), backend
+        assert entry["median_ratio"] == pytest.approx(sum(per_round) / 2)
+    assert training["summary"]["transformers"]["ratios"] == [1.0, 1.0]
     assert rows["transformers"]["sync_mb"] is None and rows["transformers"]["steps"] == 2
     merged, adapter = rows["vllm-merged"], rows["vllm-adapter"]
     assert merged["sync_mb"] > 10 * adapter["sync_mb"] > 0 and adapter["sync_seconds"] > 0
@@ -101,9 +120,8 @@ def test_bench_generation_training_tiny_with_both_vllm_syncs(tmp_path, tiny_mode
         step_times = [entry["step_time"] for entry in history if "step_time" in entry]
         assert [row["first_step_seconds"], row["seconds_per_step"]] == pytest.approx(step_times), row
     assert adapter["generation_seconds"] > adapter["sync_seconds"]
-    # The last row turns the correction off, and only it: the same adapter sync.
-    assert [row["sampling_correction"] for row in rows.values()] == [False, True, True, False]
-    assert rows["vllm-adapter-no-is"]["sync_mb"] == pytest.approx(adapter["sync_mb"])
+    # vLLM's rows correct for its sampling (from the loss's own pass); transformers samples from the policy.
+    assert [row["sampling_correction"] for row in rows.values()] == [False, True, True]
     assert [row["model"] for row in training["on_paper"]] == [
         "Qwen/Qwen2.5-1.5B-Instruct",
         "Qwen/Qwen2.5-7B-Instruct",

@@ -6,6 +6,8 @@ leaves the base weights as loaded (TRL's merges and unmerges in place, which dri
 small local runs), TRL's vLLM back-end is swapped for `vllm_cpu.CPUVLLMGeneration` while the trainer builds it.
 Either is wrapped by `grpo_recipes.launch.vllm_adapter`: in colocate mode vLLM serves the LoRA adapter and each
 sync sends the adapter alone (`model.lora.vllm_sync`), and every sync's seconds and bytes are logged.
+With vLLM, TRL's correction for vLLM's sampling is weighed from the loss's own forward pass where the policy has
+not moved since sampling, instead of an extra scoring pass (`grpo_recipes.training.vllm_correction`).
 With `dynamic_sampling` (the recipe's `sampling.dynamic`), training batches hold informative groups only
 (`grpo_recipes.training.dynamic_sampling`); it wraps TRL's `_generate_and_score_completions`
 (tests/training/test_dynamic_sampling.py pins what it relies on).
@@ -39,6 +41,7 @@ from typing import Any
 from trl import GRPOTrainer
 from trl.trainer import grpo_trainer
 
+from . import vllm_correction
 from .curriculum import Curriculum, group_pass_rates
 
 
@@ -112,6 +115,8 @@ class RecipeGRPOTrainer(GRPOTrainer):
 
         with replaced(grpo_trainer, "VLLMGeneration", vllm_generation_class(kwargs["args"], adapter_sync)):
             super().__init__(*args, **kwargs)
+        self.correction_in_loss = vllm_correction.applies(self)
+        self._loss_inputs: dict[str, Any] | None = None  # set while `_compute_loss` runs the policy's pass
 
     # --- tools: every process in every round; counts in the step log --------------------------------------
 
@@ -188,7 +193,15 @@ class RecipeGRPOTrainer(GRPOTrainer):
         if self.curriculum is not None and self.model.training:
             inputs = [self.curriculum.at_current_level(row, self.train_dataset) for row in inputs]
         self._generation_seconds = 0.0
-        output = self._generate_and_score(inputs)
+        if self.correction_in_loss:
+            # TRL's extra scoring pass is skipped: the loss weighs the correction from its own pass.
+            self.vllm_importance_sampling_correction = False
+            try:
+                output = self._generate_and_score(inputs)
+            finally:
+                self.vllm_importance_sampling_correction = True
+        else:
+            output = self._generate_and_score(inputs)
         mode = "train" if self.model.training else "eval"
         self._metrics[mode]["time/generation_seconds"].append(self._generation_seconds)
         self._log_tool_counts(mode)
@@ -209,6 +222,37 @@ class RecipeGRPOTrainer(GRPOTrainer):
         metrics["extra_rounds"].append(selection.extra_rounds)
         metrics["zero_variance_groups"].append(selection.zero_variance_groups)
         return output
+
+    # --- vLLM's sampling correction from the loss's own forward pass (`vllm_correction`) ------------------
+
+    def _compute_loss(self, model, inputs):
+        if self.correction_in_loss and "importance_sampling_ratio" not in inputs:
+            self._loss_inputs = inputs
+        try:
+            return super()._compute_loss(model, inputs)
+        finally:
+            self._loss_inputs = None
+
+    def _get_per_token_logps_and_entropies(self, *args: Any, **kwargs: Any):
+        result = super()._get_per_token_logps_and_entropies(*args, **kwargs)
+        if self._loss_inputs is not None:  # the loss's pass: the policy as it sampled this batch
+            inputs, self._loss_inputs = self._loss_inputs, None
+            mask = inputs["completion_mask"]
+            if "tool_mask" in inputs:
+                mask = mask * inputs["tool_mask"]
+            policy, sampler = result[0].detach(), inputs["sampling_per_token_logps"]
+            mode = self.vllm_importance_sampling_mode
+            ratio = vllm_correction.importance_sampling_ratio(
+                policy,
+                sampler,
+                mask,
+                mode,
+                self.vllm_importance_sampling_clip_min,
+                self.vllm_importance_sampling_clip_max,
+            )
+            vllm_correction.log_correction(self, policy, sampler, mask, ratio, mode.startswith("sequence"))
+            inputs["importance_sampling_ratio"] = ratio  # read by TRL's loss after this pass
+        return result
 
     # --- curriculum: generate from the current level's pool; judge each batch's groups ----------------------
 

@@ -1,0 +1,85 @@
+"""Run by tests/launch/test_vllm_correction.py in a process of its own: vLLM's sampling correction weighed by
+TRL's extra scoring pass against the loss's own pass (`grpo_recipes.training.vllm_correction`), on one batch.
+
+python tests/launch/vllm_correction_probe.py MODEL_DIR OUT_DIR
+Prints one JSON line: both ratios and losses, the LoRA gradients' largest difference, how many forward passes
+scoring a batch took each way, and the step log of one real training step.
+"""
+
+import json
+import sys
+
+
+def main(model_path: str, out: str) -> dict:
+    import torch
+    from vllm_sync_probe import colocate_trainer  # beside this file: the same trainer setting
+
+    trainer = colocate_trainer(
+        model_path,
+        out,
+        True,
+        # Rewards that differ within the group, so that the loss has a gradient.
+        lambda completions, **kw: [float(len(str(c)) % 3) for c in completions],
+        learning_rate=1e-2,
+        seed=0,
+        adapter_sync=True,
+        logging_steps=1,
+    )
+    trainer.model.train()
+    trainer.current_gradient_accumulation_steps = 1  # set by `train()`; the loss divides by it
+    with torch.no_grad():  # an adapter that is not zero, so that its gradients are not trivially alike
+        for name, param in trainer.model.named_parameters():
+            if "lora_B" in name:
+                param.add_(torch.randn_like(param) * 0.1)
+    rows = [{"prompt": [{"role": "user", "content": "Calculate 3 + 4."}]}] * 4
+    passes = {"count": 0}
+    score = trainer._get_per_token_logps_and_entropies
+
+    def counted(*args, **kwargs):
+        passes["count"] += 1
+        return score(*args, **kwargs)
+
+    trainer._get_per_token_logps_and_entropies = counted
+
+    def scored(in_loss: bool) -> tuple[dict, int]:
+        trainer.correction_in_loss = in_loss
+        passes["count"] = 0
+        output = trainer._generate_and_score_completions(rows)
+        return output, passes["count"]
+
+    def loss_and_grads(batch: dict) -> tuple[float, list]:
+        trainer.model.zero_grad(set_to_none=True)
+        loss = trainer._compute_loss(trainer.model, batch)
+        loss.backward()
+        grads = [p.grad.clone() for n, p in trainer.model.named_parameters() if p.grad is not None]
+        return loss.item(), grads
+
+    batch, trl_passes = scored(False)  # TRL's way: the extra pass while scoring
+    ours_batch, our_passes = scored(True)
+    trl_ratio = batch["importance_sampling_ratio"]
+    trl_loss, trl_grads = loss_and_grads(dict(batch))
+    # The same batch the loss's way: without TRL's pass's outputs, as the trainer now produces it.
+    same = {k: v for k, v in batch.items() if k not in ("importance_sampling_ratio", "old_per_token_logps")}
+    trainer.correction_in_loss = True
+    our_loss, our_grads = loss_and_grads(same)
+    trainer.correction_in_loss = True
+    trainer.train()
+    history = [h for h in trainer.state.log_history if "loss" in h]
+    return {
+        "applies": trainer.correction_in_loss,
+        "trl_passes": trl_passes,
+        "our_passes": our_passes,
+        "our_batch_keys": sorted(ours_batch),
+        "trl_ratio": trl_ratio.tolist(),
+        "our_ratio": same["importance_sampling_ratio"].tolist(),
+        "ratio_moves": (trl_ratio - 1).abs().max().item(),
+        "trl_loss": trl_loss,
+        "our_loss": our_loss,
+        "grad_max": max(g.abs().max().item() for g in trl_grads),
+        "grad_difference": max((a - b).abs().max().item() for a, b in zip(trl_grads, our_grads, strict=True)),
+        "step_log": history,
+    }
+
+
+if __name__ == "__main__":
+    print(json.dumps(main(sys.argv[1], sys.argv[2])), flush=True)
