@@ -117,6 +117,7 @@ class RecipeGRPOTrainer(GRPOTrainer):
             super().__init__(*args, **kwargs)
         self.correction_in_loss = vllm_correction.applies(self)
         self._loss_inputs: dict[str, Any] | None = None  # set while `_compute_loss` runs the policy's pass
+        self._correction_stats = vllm_correction.CorrectionStats()
 
     # --- tools: every process in every round; counts in the step log --------------------------------------
 
@@ -226,16 +227,26 @@ class RecipeGRPOTrainer(GRPOTrainer):
     # --- vLLM's sampling correction from the loss's own forward pass (`vllm_correction`) ------------------
 
     def _compute_loss(self, model, inputs):
-        if self.correction_in_loss and "importance_sampling_ratio" not in inputs:
+        weighs = self.correction_in_loss and "importance_sampling_ratio" not in inputs
+        if weighs:
             self._loss_inputs = inputs
         try:
-            return super()._compute_loss(model, inputs)
+            loss = super()._compute_loss(model, inputs)
         finally:
             self._loss_inputs = None
+        training = self.model.training
+        # The correction's metrics once a generated batch, as TRL logs them: after its last slice in training
+        # (TRL hands the loss slice `_step % steps_per_generation`); each batch is one slice in evaluation.
+        if weighs and (
+            not training or self._step % self.args.steps_per_generation == self.args.steps_per_generation - 1
+        ):
+            self._correction_stats.log(self.accelerator, self._metrics["train" if training else "eval"])
+        return loss
 
     def _get_per_token_logps_and_entropies(self, *args: Any, **kwargs: Any):
         result = super()._get_per_token_logps_and_entropies(*args, **kwargs)
-        if self._loss_inputs is not None:  # the loss's pass: the policy as it sampled this batch
+        # The loss's pass is the one that asks for entropies: the policy as it sampled this batch.
+        if self._loss_inputs is not None and kwargs.get("compute_entropy"):
             inputs, self._loss_inputs = self._loss_inputs, None
             mask = inputs["completion_mask"]
             if "tool_mask" in inputs:
@@ -250,7 +261,7 @@ class RecipeGRPOTrainer(GRPOTrainer):
                 self.vllm_importance_sampling_clip_min,
                 self.vllm_importance_sampling_clip_max,
             )
-            vllm_correction.log_correction(self, policy, sampler, mask, ratio, mode.startswith("sequence"))
+            self._correction_stats.add(policy, sampler, mask, ratio, mode.startswith("sequence"))
             inputs["importance_sampling_ratio"] = ratio  # read by TRL's loss after this pass
         return result
 

@@ -36,14 +36,16 @@ def _trainer(**changes):
 
 def test_the_correction_moves_into_the_loss_only_where_the_policy_has_not_moved():
     assert applies(_trainer())
-    assert applies(
-        _trainer(steps_per_generation=2, gradient_accumulation_steps=4)
-    )  # one optimizer step a batch
+    # Every slice of a batch in one optimizer step: two slices of one batch, or one batch's two updates.
+    assert applies(_trainer(steps_per_generation=2, gradient_accumulation_steps=4))
+    assert applies(_trainer(num_iterations=2, gradient_accumulation_steps=2))
     for change in (
         {"use_vllm": False},
         {"vllm_importance_sampling_correction": False},
         {"loss_type": "vespo"},  # reads the ratio its own way
-        {"num_iterations": 2},  # the second update trains on samples of a policy that has moved
+        {
+            "num_iterations": 2
+        },  # the second update, a step later, trains on samples of a policy that has moved
         {"steps_per_generation": 4, "gradient_accumulation_steps": 2},  # a batch spread over optimizer steps
     ):
         assert not applies(_trainer(**change)), change
@@ -85,7 +87,7 @@ def test_the_loss_weighs_vllms_correction_as_trls_extra_pass_does(tiny_model, tm
     )
     assert result.returncode == 0, result.stderr[-3000:]
     probe = json.loads(result.stdout.strip().splitlines()[-1])
-    assert probe["applies"]
+    assert probe["applies"] == [True, True]
     assert (probe["trl_passes"], probe["our_passes"]) == (1, 0)
     assert "importance_sampling_ratio" not in probe["our_batch_keys"]
     assert "sampling_per_token_logps" in probe["our_batch_keys"]
@@ -94,11 +96,10 @@ def test_the_loss_weighs_vllms_correction_as_trls_extra_pass_does(tiny_model, tm
     torch.testing.assert_close(torch.tensor(probe["our_ratio"]), torch.tensor(probe["trl_ratio"]))
     assert probe["our_loss"] == pytest.approx(probe["trl_loss"], rel=1e-5, abs=1e-7)
     assert probe["grad_max"] > 0 and probe["grad_difference"] <= 1e-5 * probe["grad_max"]
+    # TRL's five metrics, the same figures, once a batch: whole, or handed to the loss in two slices.
+    assert probe["entries_per_batch"] == 1 and probe["sliced_entries"] == [0, 1]
+    for metrics in (probe["our_metrics"], probe["sliced_metrics"]):
+        assert metrics == pytest.approx(probe["trl_metrics"], rel=1e-5, abs=1e-7)
+    assert probe["trl_metrics"]["sampling/sampling_logp_difference/max"] > 0
     (step,) = probe["step_log"]
-    for key in (
-        "importance_sampling_ratio/mean",
-        "importance_sampling_ratio/min",
-        "sampling_logp_difference/max",
-    ):
-        assert f"sampling/{key}" in step, sorted(step)
-    assert step["sampling/importance_sampling_ratio/min"] <= step["sampling/importance_sampling_ratio/mean"]
+    assert set(probe["trl_metrics"]) <= set(step), sorted(step)
