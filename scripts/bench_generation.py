@@ -22,7 +22,7 @@ mode (``--colocate-memory``, default 0.3; ``trainer.vllm_max_model_length=512``)
 each weight sync (``vllm-merged``: every weight, each step; ``vllm-adapter``: the adapter alone,
 ``grpo_recipes.launch.vllm_adapter``),
 same seed and steps, each through ``scripts/train.py`` in a subprocess
-writing ``bench-train-<backend>/`` beside ``--output`` (``outputs/`` by default). It prints seconds per step (steps 2..N, the first step's
+writing ``bench-train-<backend>-round<R>/`` beside ``--output`` (``outputs/`` by default). It prints seconds per step (steps 2..N, the first step's
 one-off costs apart), seconds and megabytes per sync, the
 mean reward and held-out accuracy before and after, side by side (``--eval-samples N`` sets
 ``evaluation.max_samples``). ``--train-rounds R`` runs the back-ends R times, round-robin, and prints each
@@ -332,8 +332,8 @@ VLLM_BACKENDS: dict[str, list[str]] = {
 }
 
 
-def train_run(args, backend: str) -> dict[str, Any]:
-    out = args.output.resolve().parent / f"bench-train-{backend}"  # beside the tables' JSON
+def train_run(args, backend: str, round_: int = 1) -> dict[str, Any]:
+    out = args.output.resolve().parent / f"bench-train-{backend}-round{round_}"  # beside the tables' JSON
     shutil.rmtree(out, ignore_errors=True)  # a scratch run: stale results must not be read back
     overrides = [
         f"trainer.max_steps={args.train_steps}",
@@ -394,7 +394,7 @@ def train_run(args, backend: str) -> dict[str, Any]:
         # Generating a step's completions, the weight sync included; the rest of a step is scoring,
         # log-probabilities and the optimizer step.
         "generation_seconds": logged_mean(history, "time/generation_seconds", skip_first=True),
-        # Whether TRL corrected for vLLM's sampling (it logs the ratio only then).
+        # Whether the run corrected for vLLM's sampling (the correction's metrics are logged only then).
         "sampling_correction": any("sampling/importance_sampling_ratio/mean" in entry for entry in history),
         "accuracy_before": before.get("accuracy"),
         "accuracy_after": after.get("accuracy"),
@@ -435,33 +435,40 @@ def training_table(rows: list[dict[str, Any]]) -> str:
 
 def against_transformers(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """Each back-end's seconds a step over the rounds, and its ratio to transformers generation's in the same
-    round (the runs nearest in time, so that the machine's drift between rounds cancels): median and range."""
+    round (the runs nearest in time, so that the machine's drift between rounds cancels): one entry per round
+    in `rounds`, None where either run of that round failed, and the median of the others."""
     done = [row for row in rows if "error" not in row]
     baseline = {row["round"]: row["seconds_per_step"] for row in done if row["backend"] == "transformers"}
     summary: dict[str, dict[str, Any]] = {}
-    for backend in dict.fromkeys(row["backend"] for row in done):
+    for backend in dict.fromkeys(row["backend"] for row in rows):
         runs = [row for row in done if row["backend"] == backend]
-        ratios = [
-            row["seconds_per_step"] / baseline[row["round"]] for row in runs if row["round"] in baseline
-        ]
+        seconds = {row["round"]: row["seconds_per_step"] for row in runs}
+        rounds = sorted({row["round"] for row in rows})
+        ratios = [seconds[r] / baseline[r] if r in seconds and r in baseline else None for r in rounds]
+        measured = [ratio for ratio in ratios if ratio is not None]
         summary[backend] = {
-            "rounds": len(runs),
-            "seconds_per_step": [row["seconds_per_step"] for row in runs],
-            "median_seconds_per_step": statistics.median(row["seconds_per_step"] for row in runs),
+            "rounds": rounds,
+            "seconds_per_step": [seconds.get(r) for r in rounds],
+            "median_seconds_per_step": statistics.median(seconds.values()) if seconds else None,
             "ratios": ratios,
-            "median_ratio": statistics.median(ratios) if ratios else None,
+            "median_ratio": statistics.median(measured) if measured else None,
         }
     return summary
 
 
 def summary_table(summary: dict[str, dict[str, Any]]) -> str:
-    header = f"{'back-end':18} {'rounds':>6} {'median s/step':>13} {'median x transformers':>21}  per round"
+    header = f"{'back-end':18} {'runs':>4} {'median s/step':>13} {'median x transformers':>21}  per round"
     lines = [header, "-" * len(header)]
+
+    def figure(value: float | None, width: int) -> str:
+        return f"{value:{width}.2f}" if value is not None else f"{'-':>{width}}"
+
     for backend, entry in summary.items():
-        ratio = f"{entry['median_ratio']:21.2f}" if entry["median_ratio"] is not None else f"{'-':>21}"
-        each = ", ".join(f"{r:.2f}" for r in entry["ratios"])
+        runs = sum(value is not None for value in entry["seconds_per_step"])
+        each = ", ".join(figure(r, 0).strip() for r in entry["ratios"])
         lines.append(
-            f"{backend:18} {entry['rounds']:6d} {entry['median_seconds_per_step']:13.2f} {ratio}  {each}"
+            f"{backend:18} {runs:4d} {figure(entry['median_seconds_per_step'], 13)} "
+            f"{figure(entry['median_ratio'], 21)}  {each}"
         )
     return "\n".join(lines)
 
@@ -476,7 +483,7 @@ def bench_training(args, lora: bool) -> dict[str, Any]:
     runs = [(round_, backend) for round_ in range(1, args.train_rounds + 1) for backend in backends]
     for index, (round_, backend) in enumerate(runs, start=1):
         log(f"[train {index}/{len(runs)}] round {round_}: generation by {backend}")
-        rows.append({**train_run(args, backend), "round": round_})
+        rows.append({**train_run(args, backend, round_), "round": round_})
     log("\n" + training_table(rows))
     summary = against_transformers(rows)
     log("\n" + summary_table(summary))

@@ -25,6 +25,31 @@ def make(target: str, args: str, timeout: float = 600) -> subprocess.CompletedPr
     return result
 
 
+def test_bench_ratios_stay_with_their_round_when_a_run_fails():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "bench_generation", REPO / "scripts" / "bench_generation.py"
+    )
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    rows = [
+        {"round": 1, "backend": "transformers", "seconds_per_step": 8.0},
+        {"round": 1, "backend": "vllm-adapter", "error": "exit status 1"},
+        {"round": 2, "backend": "transformers", "seconds_per_step": 10.0},
+        {"round": 2, "backend": "vllm-adapter", "seconds_per_step": 9.0},
+        {"round": 3, "backend": "transformers", "error": "exit status 1"},
+        {"round": 3, "backend": "vllm-adapter", "seconds_per_step": 7.0},
+    ]
+    adapter = bench.against_transformers(rows)["vllm-adapter"]
+    assert adapter["rounds"] == [1, 2, 3]
+    assert adapter["seconds_per_step"] == [None, 9.0, 7.0]
+    assert adapter["ratios"] == [None, 0.9, None] and adapter["median_ratio"] == 0.9
+    assert "vllm-adapter          2          8.00                  0.90  -, 0.90, -" in bench.summary_table(
+        {"vllm-adapter": adapter}
+    )
+
+
 def test_every_bench_target_has_a_test_here():
     targets = set(re.findall(r"^(bench-[\w-]+):", (REPO / "Makefile").read_text(), flags=re.M))
     source = Path(__file__).read_text()
@@ -105,7 +130,7 @@ def test_bench_generation_training_tiny_with_both_vllm_syncs(tmp_path, tiny_mode
                 strict=True,
             )
         ]
-        assert entry["rounds"] == 2 and entry["ratios"] == pytest.approx(per_round), backend
+        assert entry["rounds"] == [1, 2] and entry["ratios"] == pytest.approx(per_round), backend
         assert entry["median_ratio"] == pytest.approx(sum(per_round) / 2)
     assert training["summary"]["transformers"]["ratios"] == [1.0, 1.0]
     assert rows["transformers"]["sync_mb"] is None and rows["transformers"]["steps"] == 2
@@ -113,9 +138,11 @@ def test_bench_generation_training_tiny_with_both_vllm_syncs(tmp_path, tiny_mode
     assert merged["sync_mb"] > 10 * adapter["sync_mb"] > 0 and adapter["sync_seconds"] > 0
     # Each step split into generating (the sync included) and the rest; seconds a step are the steps after the
     # first, whose one-off costs (vLLM's first generation) are reported apart.
-    for row in rows.values():
+    # Every round's run keeps its own folder, beside --output (not in the repository's outputs/).
+    assert len({row["output_dir"] for row in training["results"]}) == 6
+    for row in training["results"]:
         assert 0 < row["generation_seconds"] < row["seconds_per_step"], row
-        assert Path(row["output_dir"]).parent == tmp_path  # beside --output, not in the repository's outputs/
+        assert Path(row["output_dir"]).parent == tmp_path
         history = json.loads((Path(row["output_dir"]) / "log_history.json").read_text())
         step_times = [entry["step_time"] for entry in history if "step_time" in entry]
         assert [row["first_step_seconds"], row["seconds_per_step"]] == pytest.approx(step_times), row

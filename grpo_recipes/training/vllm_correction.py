@@ -128,7 +128,7 @@ class CorrectionStats:
         ratio_max = self.ratio_max if self.ratio_count else 0.0
         local = torch.tensor(
             [[difference_mean, self.difference_max, ratio_min, ratio_mean, ratio_max]],
-            dtype=torch.float64,
+            dtype=torch.float32,
             device=accelerator.device,
         )
         gathered = accelerator.gather(local).view(-1, 5)
