@@ -439,11 +439,10 @@ def against_transformers(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]
     in `rounds`, None where either run of that round failed, and the median of the others."""
     done = [row for row in rows if "error" not in row]
     baseline = {row["round"]: row["seconds_per_step"] for row in done if row["backend"] == "transformers"}
+    rounds = sorted({row["round"] for row in rows})
     summary: dict[str, dict[str, Any]] = {}
     for backend in dict.fromkeys(row["backend"] for row in rows):
-        runs = [row for row in done if row["backend"] == backend]
-        seconds = {row["round"]: row["seconds_per_step"] for row in runs}
-        rounds = sorted({row["round"] for row in rows})
+        seconds = {row["round"]: row["seconds_per_step"] for row in done if row["backend"] == backend}
         ratios = [seconds[r] / baseline[r] if r in seconds and r in baseline else None for r in rounds]
         measured = [ratio for ratio in ratios if ratio is not None]
         summary[backend] = {

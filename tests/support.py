@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -59,6 +60,17 @@ def run_script(script: str, *args: str, timeout: float = 600, extra_env: dict | 
     if status is None:
         raise subprocess.TimeoutExpired(command, timeout, output=stdout, stderr=stderr)
     return subprocess.CompletedProcess(command, status, stdout, stderr)
+
+
+def run_probe(probe: Path, *args: str, timeout: float = 600, env: dict | None = None) -> dict:
+    """Run a probe script (tests' own, beside the test) with this Python in a process group of its own
+    (`run_in_own_group`), assert it succeeded, and return the JSON of its last line of output."""
+    command = [sys.executable, str(probe), *args]
+    status, stdout, stderr = run_in_own_group(command, env or dict(os.environ), timeout)
+    if status is None:
+        raise subprocess.TimeoutExpired(command, timeout, output=stdout, stderr=stderr)
+    assert status == 0, stderr[-3000:]
+    return json.loads(stdout.strip().splitlines()[-1])
 
 
 def accelerate_launcher(config: str = "cpu_2proc.yaml") -> list[str]:

@@ -35,6 +35,7 @@ With tools, two things are added to TRL's tool loop (`_tool_call_loop`):
 
 from __future__ import annotations
 
+import contextlib
 import time
 from typing import Any
 
@@ -194,14 +195,15 @@ class RecipeGRPOTrainer(GRPOTrainer):
         if self.curriculum is not None and self.model.training:
             inputs = [self.curriculum.at_current_level(row, self.train_dataset) for row in inputs]
         self._generation_seconds = 0.0
-        if self.correction_in_loss:
-            # TRL's extra scoring pass is skipped: the loss weighs the correction from its own pass.
-            self.vllm_importance_sampling_correction = False
-            try:
-                output = self._generate_and_score(inputs)
-            finally:
-                self.vllm_importance_sampling_correction = True
-        else:
+        from ..launch.vllm_cpu import replaced
+
+        # With the correction in the loss, TRL's extra scoring pass is skipped: the loss weighs it from its own.
+        scoring = (
+            replaced(self, "vllm_importance_sampling_correction", False)
+            if self.correction_in_loss
+            else contextlib.nullcontext()
+        )
+        with scoring:
             output = self._generate_and_score(inputs)
         mode = "train" if self.model.training else "eval"
         self._metrics[mode]["time/generation_seconds"].append(self._generation_seconds)

@@ -5,12 +5,10 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from support import run_script, tiny_recipe, write_recipe
+from support import run_probe, run_script, tiny_recipe, write_recipe
 
 from grpo_recipes.launch.vllm_adapter import lora_config_problem, planned_sync, round_lora_rank
 from grpo_recipes.recipe import load_recipe
@@ -141,19 +139,7 @@ def test_the_adapter_vllm_serves_is_the_policy_that_trains(tiny_model, tmp_path)
     """After each sync (the adapter at zero, moved by hand, and after a real optimizer step), vLLM's
     log-probabilities of a fixed text match the PEFT model's own, within the bfloat16 rounding of vLLM's CPU
     kernels; each sync sends the adapter alone, and vLLM holds only the latest."""
-    result = subprocess.run(
-        [
-            sys.executable,
-            str(Path(__file__).with_name("vllm_adapter_probe.py")),
-            str(tiny_model),
-            str(tmp_path),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    probe = json.loads(result.stdout.strip().splitlines()[-1])
+    probe = run_probe(Path(__file__).with_name("vllm_adapter_probe.py"), str(tiny_model), str(tmp_path))
     assert probe["generation"] == "AdapterSyncCPUVLLMGeneration" and probe["fallback"] is None
     # vLLM applied the adapter with the project's one-product-per-adapter ops (grpo_recipes.launch.vllm_cpu_lora).
     assert probe["lora_op"] == "grpo_recipes.launch.vllm_cpu_lora.bgmv_shrink"
@@ -188,21 +174,13 @@ def test_a_vllm_server_serves_the_adapter_that_trains(tiny_model, tmp_path):
     with Server(command, {**env, "CUDA_VISIBLE_DEVICES": ""}, url, tmp_path / "server.log"):
         assert server_lora_problem(url, rank=4) is None
         assert server_lora_problem(url, rank=64) == "its --max-lora-rank 8 is below the adapter's rank 64"
-        result = subprocess.run(
-            [
-                sys.executable,
-                str(Path(__file__).with_name("vllm_adapter_probe.py")),
-                str(tiny_model),
-                str(tmp_path),
-                url,
-            ],
-            capture_output=True,
-            text=True,
-            timeout=600,
+        probe = run_probe(
+            Path(__file__).with_name("vllm_adapter_probe.py"),
+            str(tiny_model),
+            str(tmp_path),
+            url,
             env={**os.environ, "CUDA_VISIBLE_DEVICES": ""},
         )
-        assert result.returncode == 0, result.stderr[-3000:]
-        probe = json.loads(result.stdout.strip().splitlines()[-1])
         config = type("Config", (), {"vllm_server_base_url": url, "vllm_server_timeout": 5})()
         assert preflight._server_problem(recipe, config, {}) is None
     server_log = (tmp_path / "server.log").read_text()

@@ -4,14 +4,12 @@ the same ratio and gradient as TRL's extra scoring pass, with one pass fewer; wh
 from __future__ import annotations
 
 import importlib.util
-import json
-import subprocess
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 import torch
+from support import run_probe
 
 from grpo_recipes.training.vllm_correction import applies, importance_sampling_ratio
 
@@ -74,19 +72,7 @@ def test_the_loss_weighs_vllms_correction_as_trls_extra_pass_does(tiny_model, tm
     """One batch sampled by a colocated vLLM engine (LoRA, adapter sync): TRL's way scores it twice (the extra
     pass, then the loss), the trainer's way once; the importance-sampling ratio, the loss and the LoRA gradients
     are the same either way, and a real training step logs TRL's correction metrics."""
-    result = subprocess.run(
-        [
-            sys.executable,
-            str(Path(__file__).with_name("vllm_correction_probe.py")),
-            str(tiny_model),
-            str(tmp_path),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    probe = json.loads(result.stdout.strip().splitlines()[-1])
+    probe = run_probe(Path(__file__).with_name("vllm_correction_probe.py"), str(tiny_model), str(tmp_path))
     assert probe["applies"] == [True, True]
     assert (probe["trl_passes"], probe["our_passes"]) == (1, 0)
     assert "importance_sampling_ratio" not in probe["our_batch_keys"]

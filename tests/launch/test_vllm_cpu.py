@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import importlib.util
 import inspect
-import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from support import run_probe
 
 needs_vllm = pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="vLLM is not installed")
 
@@ -76,15 +76,12 @@ def test_recipe_serve_command_takes_the_recipes_port_and_model(tmp_path):
 @pytest.mark.parametrize("lora", [False, True], ids=["full", "lora"])
 def test_colocate_sync_reaches_vllm_and_restores(tiny_model, tmp_path, lora):
     # One vLLM engine per process, as in training: the probe runs in a process of its own.
-    result = subprocess.run(
-        [sys.executable, str(Path(__file__).with_name("vllm_sync_probe.py")), str(tiny_model), str(tmp_path)]
-        + (["--lora"] if lora else []),
-        capture_output=True,
-        text=True,
-        timeout=600,
+    probe = run_probe(
+        Path(__file__).with_name("vllm_sync_probe.py"),
+        str(tiny_model),
+        str(tmp_path),
+        *(["--lora"] if lora else []),
     )
-    assert result.returncode == 0, result.stderr[-3000:]
-    probe = json.loads(result.stdout.strip().splitlines()[-1])
     # The merged sync (no adapter sync asked for), measured: TRL's back-end with the CPU build's sync.
     assert probe["generation"] == "MeasuredSyncCPUVLLMGeneration" and probe["backend"] == "vllm-colocate"
     assert probe["perturbed"] != probe["original"]

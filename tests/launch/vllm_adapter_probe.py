@@ -15,20 +15,10 @@ def main(model_path: str, out: str, server: str | None = None) -> dict:
     import torch
     from vllm import SamplingParams
     from vllm.lora.punica_wrapper import punica_cpu
-    from vllm_sync_probe import colocate_trainer  # beside this file: the same trainer setting
+    from vllm_sync_probe import adapter_sync_trainer  # beside this file: the same trainer setting
 
     where = {"vllm_mode": "server", "vllm_server_base_url": server} if server else {}
-    trainer = colocate_trainer(
-        model_path,
-        out,
-        True,
-        # Rewards that differ within each group, so that the one optimizer step has a gradient.
-        lambda completions, **kw: [float(len(str(c)) % 3) for c in completions],
-        learning_rate=1e-2,
-        seed=0,
-        adapter_sync=True,
-        **where,
-    )
+    trainer = adapter_sync_trainer(model_path, out, **where)
     generation = trainer.vllm_generation
     scoring = SamplingParams(temperature=0.0, max_tokens=1, prompt_logprobs=0)
     text = "Calculate 2 + 2. The answer is 4."

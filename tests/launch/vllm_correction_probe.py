@@ -25,21 +25,11 @@ METRICS = [
 def main(model_path: str, out: str) -> dict:
     import torch
     from trl.trainer.utils import split_tensor_dict
-    from vllm_sync_probe import colocate_trainer  # beside this file: the same trainer setting
+    from vllm_sync_probe import adapter_sync_trainer  # beside this file: the same trainer setting
 
     from grpo_recipes.training import vllm_correction
 
-    trainer = colocate_trainer(
-        model_path,
-        out,
-        True,
-        # Rewards that differ within the group, so that the loss has a gradient.
-        lambda completions, **kw: [float(len(str(c)) % 3) for c in completions],
-        learning_rate=1e-2,
-        seed=0,
-        adapter_sync=True,
-        logging_steps=1,
-    )
+    trainer = adapter_sync_trainer(model_path, out, logging_steps=1)
     applies = [vllm_correction.applies(trainer), trainer.correction_in_loss]  # as built, before any change
     trainer.model.train()
     trainer.current_gradient_accumulation_steps = 1  # set by `train()`; the loss divides by it

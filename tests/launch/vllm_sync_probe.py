@@ -50,6 +50,21 @@ def colocate_trainer(model_path: str, out: str, lora: bool, reward_funcs, **sett
     )
 
 
+def adapter_sync_trainer(model_path: str, out: str, **settings):
+    """`colocate_trainer` with a LoRA adapter synced as the adapter, learning rate 1e-2 and seed 0, and rewards
+    that differ within each group, so that an optimizer step has a gradient. Shared by the adapter probes."""
+    return colocate_trainer(
+        model_path,
+        out,
+        True,
+        lambda completions, **kw: [float(len(str(c)) % 3) for c in completions],
+        learning_rate=1e-2,
+        seed=0,
+        adapter_sync=True,
+        **settings,
+    )
+
+
 def main(model_path: str, out: str, lora: bool) -> dict:
     import torch
     from vllm import SamplingParams
