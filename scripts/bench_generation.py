@@ -18,7 +18,8 @@ vLLM engine's memory is freed before the next starts. The script prints a table 
 ratio to transformers) and writes it as JSON to ``--output``.
 
 Part 2 (``--train-steps N``): the recipe end to end, with transformers generation and with vLLM in colocate
-mode (``--colocate-memory``, default 0.3; ``trainer.vllm_max_model_length=512``), for a LoRA recipe once with
+mode (``--colocate-memory``, default 0.3, on a CPU only the cap of a KV cache sized to the run's sequences;
+``trainer.vllm_max_model_length=512``), for a LoRA recipe once with
 each weight sync (``vllm-merged``: every weight, each step; ``vllm-adapter``: the adapter alone,
 ``grpo_recipes.launch.vllm_adapter``),
 same seed and steps, each through ``scripts/train.py`` in a subprocess

@@ -11,8 +11,8 @@ and none of this module runs. On a CPU both of TRL's paths break:
   `make serve` do) to `reload_weights` from it through `/collective_rpc`. Trainer and server share a disk.
 
 `CPUVLLMGeneration` overrides only `_init_vllm` (server mode: no NCCL communicator; colocate: eager mode, as
-compiling the model costs minutes on a CPU, and LoRA ops that do not copy the adapter per token:
-`vllm_cpu_lora`) and `sync_weights`; it reuses TRL's `_iter_named_params`, which merges LoRA adapters and
+compiling the model costs minutes on a CPU, LoRA ops that do not copy the adapter per token: `vllm_cpu_lora`,
+and a KV cache of the size the run can use: `kv_cache_bytes`) and `sync_weights`; it reuses TRL's `_iter_named_params`, which merges LoRA adapters and
 gathers ZeRO-3 shards. `tests/launch/test_vllm_cpu.py` fails if a TRL or vLLM upgrade
 moves any of the names used here.
 """
@@ -22,12 +22,14 @@ from __future__ import annotations
 import atexit
 import contextlib
 import functools
+import os
 import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import psutil
 from trl.generation import vllm_generation
 from trl.generation.vllm_client import VLLMClient
 
@@ -51,14 +53,50 @@ def replaced(owner: Any, name: str, value: Any) -> Iterator[None]:
         setattr(owner, name, original)
 
 
+#: vLLM's own setting of its CPU KV cache, in GiB; where it is set, it wins over `kv_cache_bytes`.
+KV_CACHE_ENV = "VLLM_CPU_KVCACHE_SPACE"
+
+
+def kv_cache_bytes(config: Any, sequences: int, tokens: int) -> int:
+    """Bytes of KV cache that `sequences` sequences of `tokens` tokens each take in a model of HF `config`,
+    stored in float32 (vLLM's CPU cache is float32 or bfloat16: this is the larger).
+
+    On a CPU, `vllm_gpu_memory_utilization` is the share of host memory vLLM may use, the trainer's own memory
+    included, and what is left of it goes to the KV cache: 0.3 of 24 GB gave a 135M model about 4.7 GB of
+    cache where 0.4 GB holds every sequence of a step, and the trainer's steps in that process ran at about
+    half speed (benchmarks.md, "Weight syncs into vLLM"). A colocated engine holds at most `max_num_seqs`
+    sequences of `max_model_len` tokens at once, so that is all the cache it is given.
+
+    >>> from transformers import LlamaConfig
+    >>> config = LlamaConfig(num_hidden_layers=30, num_attention_heads=9, num_key_value_heads=3, hidden_size=576)
+    >>> kv_cache_bytes(config, sequences=16, tokens=512) / 2**20  # SmolLM2-135M: 45 KiB a token
+    360.0
+    """
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    heads = text.num_attention_heads
+    kv_heads = getattr(text, "num_key_value_heads", None) or heads
+    head_dim = getattr(text, "head_dim", None) or text.hidden_size // heads
+    per_token = 2 * text.num_hidden_layers * kv_heads * head_dim * 4  # keys and values, float32
+    return sequences * tokens * per_token
+
+
 class CPUVLLMGeneration(RecipeVLLMGeneration):
     """TRL's vLLM back-end, with weight syncs that vLLM's CPU build accepts (see the module docstring)."""
 
     def _init_vllm(self) -> None:
         if self.mode == "colocate":
             vllm_cpu_lora.install()  # the adapter sync's LoRA, one product per adapter instead of per token
-            eager_llm = functools.partial(vllm_generation.LLM, enforce_eager=True)
-            with replaced(vllm_generation, "LLM", eager_llm):
+            settings: dict[str, Any] = {"enforce_eager": True}
+            if not os.environ.get(KV_CACHE_ENV):
+                config = self.model.config
+                tokens = self.max_model_length or config.max_position_embeddings
+                needed = kv_cache_bytes(config, self.max_num_seqs, tokens)
+                # Never more than the share would have given (vLLM's own arithmetic): a long max_model_len
+                # then leaves fewer sequences at once, as before, instead of a cache larger than the host.
+                share = int(self.gpu_memory_utilization * psutil.virtual_memory().total)
+                share -= psutil.Process().memory_info().rss
+                settings["kv_cache_memory_bytes"] = min(needed, share) if share > 0 else needed
+            with replaced(vllm_generation, "LLM", functools.partial(vllm_generation.LLM, **settings)):
                 super()._init_vllm()
             return
         if self.mode != "server":

@@ -71,6 +71,57 @@ def test_recipe_serve_command_takes_the_recipes_port_and_model(tmp_path):
     assert command[command.index("--max-model-len") + 1] == "512"
 
 
+def test_colocated_kv_cache_holds_the_steps_sequences_and_no_more_than_the_share(monkeypatch):
+    """On a CPU the engine is given the cache its sequences can fill, capped by what the memory share would give,
+    unless vLLM's own setting asks for a size."""
+    import psutil
+    from transformers import LlamaConfig
+
+    from grpo_recipes.launch import vllm_cpu
+
+    config = LlamaConfig(
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        hidden_size=64,
+        max_position_embeddings=10**6,
+    )
+    per_token = 2 * 2 * 2 * 16 * 4  # keys and values, layers, KV heads, head size (64 / 4), float32
+    assert vllm_cpu.kv_cache_bytes(config, sequences=3, tokens=100) == 3 * 100 * per_token
+    config.head_dim = 32  # a head size of its own wins over hidden_size / heads
+    per_token *= 2
+    assert vllm_cpu.kv_cache_bytes(config, sequences=1, tokens=1) == per_token
+
+    seen = {}
+    monkeypatch.setattr(vllm_cpu.vllm_generation, "LLM", lambda **settings: None, raising=False)
+    monkeypatch.setattr(
+        vllm_cpu.RecipeVLLMGeneration,
+        "_init_vllm",
+        lambda self: seen.update(vllm_cpu.vllm_generation.LLM.keywords),
+    )
+    monkeypatch.setattr(vllm_cpu.vllm_cpu_lora, "install", lambda: None)
+    monkeypatch.delenv(vllm_cpu.KV_CACHE_ENV, raising=False)
+    generation = object.__new__(vllm_cpu.CPUVLLMGeneration)
+    generation.mode, generation.model = "colocate", type("Model", (), {"config": config})()
+    generation.max_num_seqs, generation.gpu_memory_utilization = 3, 0.3
+
+    generation.max_model_length = 100
+    generation._init_vllm()
+    assert seen == {"enforce_eager": True, "kv_cache_memory_bytes": 3 * 100 * per_token}
+    # No max_model_len: the model's own million tokens would take 6 GB; the share leaves about 64 MB.
+    generation.max_model_length = None
+    leftover = 64 * 2**20
+    generation.gpu_memory_utilization = (
+        psutil.Process().memory_info().rss + leftover
+    ) / psutil.virtual_memory().total
+    generation._init_vllm()
+    assert 0 < seen["kv_cache_memory_bytes"] <= leftover + 2**20
+    seen.clear()
+    monkeypatch.setenv(vllm_cpu.KV_CACHE_ENV, "2")
+    generation._init_vllm()
+    assert seen == {"enforce_eager": True}  # vLLM reads its own setting
+
+
 @needs_vllm
 @pytest.mark.smoke
 @pytest.mark.parametrize("lora", [False, True], ids=["full", "lora"])
@@ -85,6 +136,8 @@ def test_colocate_sync_reaches_vllm_and_restores(tiny_model, tmp_path, lora):
     # The merged sync (no adapter sync asked for), measured: TRL's back-end with the CPU build's sync.
     assert probe["generation"] == "MeasuredSyncCPUVLLMGeneration" and probe["backend"] == "vllm-colocate"
     assert probe["perturbed"] != probe["original"]
+    # The cache is what the step's sequences can use, not a share of the host's memory (tens of GB here).
+    assert probe["kv_cache_bytes"] == probe["kv_cache_needed"] < 2**30
     if lora:
         # PEFT merges the adapter into the base weights for the sync and subtracts it again: float rounding
         # leaves the base a few ulps off. On CPUs with AMX/AVX512-BF16 vLLM's CPU kernels compute in bfloat16,

@@ -98,9 +98,15 @@ def main(model_path: str, out: str, lora: bool) -> dict:
         for p, value in zip(moved, saved, strict=True):
             p.copy_(value)
     restored = served()
+    from grpo_recipes.launch.vllm_cpu import kv_cache_bytes
+
+    cache = generation.llm.llm_engine.vllm_config.cache_config
     return {
         "generation": type(generation).__name__,
         "backend": generation_backend(trainer),
+        # The KV cache vLLM was given, and what the run's sequences take (4 of 256 tokens).
+        "kv_cache_bytes": cache.kv_cache_memory_bytes,
+        "kv_cache_needed": kv_cache_bytes(trainer.model.config, 4, 256),
         "original": original,
         "perturbed": perturbed,
         "restored": restored,
