@@ -56,28 +56,32 @@ def replaced(owner: Any, name: str, value: Any) -> Iterator[None]:
 #: vLLM's own setting of its CPU KV cache, in GiB; where it is set, it wins over `kv_cache_bytes`.
 KV_CACHE_ENV = "VLLM_CPU_KVCACHE_SPACE"
 
+#: Tokens in a block of vLLM's CPU KV cache (its CPU platform's block size): the cache is counted in blocks.
+KV_BLOCK_TOKENS = 128
+
 
 def kv_cache_bytes(config: Any, sequences: int, tokens: int) -> int:
-    """Bytes of KV cache that `sequences` sequences of `tokens` tokens each take in a model of HF `config`,
-    stored in float32 (vLLM's CPU cache is float32 or bfloat16: this is the larger).
+    """Bytes of KV cache that hold `sequences` sequences of `tokens` tokens each in a model of HF `config`:
+    whole blocks of `KV_BLOCK_TOKENS` tokens per sequence, plus the one block vLLM keeps apart, in float32
+    (vLLM's CPU cache is float32 or bfloat16: this is the larger).
 
     On a CPU, `vllm_gpu_memory_utilization` is the share of host memory vLLM may use, the trainer's own memory
-    included, and what is left of it goes to the KV cache: 0.3 of 24 GB gave a 135M model about 4.7 GB of
-    cache where 0.4 GB holds every sequence of a step, and the trainer's steps in that process ran at about
-    half speed (benchmarks.md, "Weight syncs into vLLM"). A colocated engine holds at most `max_num_seqs`
-    sequences of `max_model_len` tokens at once, so that is all the cache it is given.
+    included, and vLLM makes all of the share the trainer leaves into cache: 0.3 of 24 GiB gave the default
+    recipe's 135M model about 4.7 GiB, where its 16 sequences of 512 tokens take 366 MiB. A colocated engine
+    holds at most `max_num_seqs` sequences of `max_model_len` tokens at once, so that is the cache it is given.
 
     >>> from transformers import LlamaConfig
     >>> config = LlamaConfig(num_hidden_layers=30, num_attention_heads=9, num_key_value_heads=3, hidden_size=576)
-    >>> kv_cache_bytes(config, sequences=16, tokens=512) / 2**20  # SmolLM2-135M: 45 KiB a token
-    360.0
+    >>> kv_cache_bytes(config, sequences=16, tokens=512) / 2**20  # SmolLM2-135M: 45 KiB a token, 65 blocks
+    365.625
     """
     text = config.get_text_config() if hasattr(config, "get_text_config") else config
     heads = text.num_attention_heads
     kv_heads = getattr(text, "num_key_value_heads", None) or heads
     head_dim = getattr(text, "head_dim", None) or text.hidden_size // heads
     per_token = 2 * text.num_hidden_layers * kv_heads * head_dim * 4  # keys and values, float32
-    return sequences * tokens * per_token
+    blocks = sequences * -(-tokens // KV_BLOCK_TOKENS) + 1
+    return blocks * KV_BLOCK_TOKENS * per_token
 
 
 class CPUVLLMGeneration(RecipeVLLMGeneration):
@@ -87,15 +91,9 @@ class CPUVLLMGeneration(RecipeVLLMGeneration):
         if self.mode == "colocate":
             vllm_cpu_lora.install()  # the adapter sync's LoRA, one product per adapter instead of per token
             settings: dict[str, Any] = {"enforce_eager": True}
-            if not os.environ.get(KV_CACHE_ENV):
-                config = self.model.config
-                tokens = self.max_model_length or config.max_position_embeddings
-                needed = kv_cache_bytes(config, self.max_num_seqs, tokens)
-                # Never more than the share would have given (vLLM's own arithmetic): a long max_model_len
-                # then leaves fewer sequences at once, as before, instead of a cache larger than the host.
-                share = int(self.gpu_memory_utilization * psutil.virtual_memory().total)
-                share -= psutil.Process().memory_info().rss
-                settings["kv_cache_memory_bytes"] = min(needed, share) if share > 0 else needed
+            kv_bytes = self.colocated_kv_cache_bytes()
+            if kv_bytes is not None:
+                settings["kv_cache_memory_bytes"] = kv_bytes
             with replaced(vllm_generation, "LLM", functools.partial(vllm_generation.LLM, **settings)):
                 super()._init_vllm()
             return
@@ -109,6 +107,22 @@ class CPUVLLMGeneration(RecipeVLLMGeneration):
             self._sync_dir = Path(tempfile.mkdtemp(prefix="grpo-vllm-weights-"))
             atexit.register(shutil.rmtree, self._sync_dir, ignore_errors=True)
         self.accelerator.wait_for_everyone()
+
+    def colocated_kv_cache_bytes(self) -> int | None:
+        """The colocated engine's KV cache: what `max_num_seqs` sequences of `vllm_max_model_length` tokens take
+        (`kv_cache_bytes`), and never more than the share would leave it. None, and vLLM sizes it from the share
+        as before, where `VLLM_CPU_KVCACHE_SPACE` is set, where no `vllm_max_model_length` is (vLLM derives the
+        model's length itself), or where the share leaves less than one such sequence (vLLM then says so)."""
+        if os.environ.get(KV_CACHE_ENV) or not self.max_model_length:
+            return None
+        config = self.model.config
+        needed = kv_cache_bytes(config, self.max_num_seqs, self.max_model_length)
+        # vLLM's own cap measures the process after loading its weights, so it is a little smaller than this.
+        share = int(self.gpu_memory_utilization * psutil.virtual_memory().total)
+        share -= psutil.Process().memory_info().rss
+        if share < kv_cache_bytes(config, 1, self.max_model_length):
+            return None
+        return min(needed, share)  # a smaller share holds fewer sequences at once, as it did
 
     def sync_weights(self) -> None:
         if self.mode == "colocate":

@@ -72,27 +72,36 @@ def test_recipe_serve_command_takes_the_recipes_port_and_model(tmp_path):
 
 
 def test_colocated_kv_cache_holds_the_steps_sequences_and_no_more_than_the_share(monkeypatch):
-    """On a CPU the engine is given the cache its sequences can fill, capped by what the memory share would give,
-    unless vLLM's own setting asks for a size."""
-    import psutil
+    """On a CPU the engine is given the cache its sequences can fill, in whole blocks, capped by what the memory
+    share leaves; vLLM sizes it itself where its own setting is set, no length is, or the share is too small."""
     from transformers import LlamaConfig
 
     from grpo_recipes.launch import vllm_cpu
 
-    config = LlamaConfig(
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        hidden_size=64,
-        max_position_embeddings=10**6,
-    )
-    per_token = 2 * 2 * 2 * 16 * 4  # keys and values, layers, KV heads, head size (64 / 4), float32
-    assert vllm_cpu.kv_cache_bytes(config, sequences=3, tokens=100) == 3 * 100 * per_token
+    config = LlamaConfig(num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, hidden_size=64)
+    block = (
+        vllm_cpu.KV_BLOCK_TOKENS * 2 * 2 * 2 * 16 * 4
+    )  # tokens, keys and values, layers, KV heads, 64 / 4, float32
+    # 3 sequences of 100 tokens: one block each, and the one vLLM keeps apart.
+    assert vllm_cpu.kv_cache_bytes(config, sequences=3, tokens=100) == 4 * block
+    assert vllm_cpu.kv_cache_bytes(config, sequences=2, tokens=129) == 5 * block  # 129 tokens take two blocks
     config.head_dim = 32  # a head size of its own wins over hidden_size / heads
-    per_token *= 2
-    assert vllm_cpu.kv_cache_bytes(config, sequences=1, tokens=1) == per_token
+    block *= 2
+    assert vllm_cpu.kv_cache_bytes(config, sequences=1, tokens=1) == 2 * block
 
     seen = {}
+    memory = {"total": 100 * block, "rss": 10 * block}
+    fake_psutil = type(
+        "psutil",
+        (),
+        {
+            "virtual_memory": staticmethod(lambda: type("vm", (), {"total": memory["total"]})()),
+            "Process": staticmethod(
+                lambda: type("p", (), {"memory_info": lambda self: type("m", (), {"rss": memory["rss"]})()})()
+            ),
+        },
+    )
+    monkeypatch.setattr(vllm_cpu, "psutil", fake_psutil)
     monkeypatch.setattr(vllm_cpu.vllm_generation, "LLM", lambda **settings: None, raising=False)
     monkeypatch.setattr(
         vllm_cpu.RecipeVLLMGeneration,
@@ -103,23 +112,27 @@ def test_colocated_kv_cache_holds_the_steps_sequences_and_no_more_than_the_share
     monkeypatch.delenv(vllm_cpu.KV_CACHE_ENV, raising=False)
     generation = object.__new__(vllm_cpu.CPUVLLMGeneration)
     generation.mode, generation.model = "colocate", type("Model", (), {"config": config})()
-    generation.max_num_seqs, generation.gpu_memory_utilization = 3, 0.3
+    generation.max_num_seqs, generation.max_model_length, generation.gpu_memory_utilization = 3, 100, 0.5
 
+    def built() -> dict:
+        seen.clear()
+        generation._init_vllm()
+        return dict(seen)
+
+    # The share leaves 40 blocks: the 3 sequences' 4 blocks are all the cache gets.
+    assert built() == {"enforce_eager": True, "kv_cache_memory_bytes": 4 * block}
+    # The share leaves 3 blocks: the cache is what is left, fewer sequences at once (at least one fits).
+    generation.gpu_memory_utilization = 0.13
+    assert built()["kv_cache_memory_bytes"] == 3 * block
+    # Less than one sequence and vLLM's block apart: vLLM sizes it from the share, and says it is too small.
+    generation.gpu_memory_utilization = 0.11
+    assert built() == {"enforce_eager": True}
+    generation.gpu_memory_utilization = 0.5
+    generation.max_model_length = None  # vLLM derives the model's length (rope scaling included) itself
+    assert built() == {"enforce_eager": True}
     generation.max_model_length = 100
-    generation._init_vllm()
-    assert seen == {"enforce_eager": True, "kv_cache_memory_bytes": 3 * 100 * per_token}
-    # No max_model_len: the model's own million tokens would take 6 GB; the share leaves about 64 MB.
-    generation.max_model_length = None
-    leftover = 64 * 2**20
-    generation.gpu_memory_utilization = (
-        psutil.Process().memory_info().rss + leftover
-    ) / psutil.virtual_memory().total
-    generation._init_vllm()
-    assert 0 < seen["kv_cache_memory_bytes"] <= leftover + 2**20
-    seen.clear()
     monkeypatch.setenv(vllm_cpu.KV_CACHE_ENV, "2")
-    generation._init_vllm()
-    assert seen == {"enforce_eager": True}  # vLLM reads its own setting
+    assert built() == {"enforce_eager": True}  # vLLM reads its own setting
 
 
 @needs_vllm
@@ -127,17 +140,25 @@ def test_colocated_kv_cache_holds_the_steps_sequences_and_no_more_than_the_share
 @pytest.mark.parametrize("lora", [False, True], ids=["full", "lora"])
 def test_colocate_sync_reaches_vllm_and_restores(tiny_model, tmp_path, lora):
     # One vLLM engine per process, as in training: the probe runs in a process of its own.
+    import os
+
+    env = {key: value for key, value in os.environ.items() if key != "VLLM_CPU_KVCACHE_SPACE"}
     probe = run_probe(
         Path(__file__).with_name("vllm_sync_probe.py"),
         str(tiny_model),
         str(tmp_path),
         *(["--lora"] if lora else []),
+        env=env,
     )
     # The merged sync (no adapter sync asked for), measured: TRL's back-end with the CPU build's sync.
     assert probe["generation"] == "MeasuredSyncCPUVLLMGeneration" and probe["backend"] == "vllm-colocate"
     assert probe["perturbed"] != probe["original"]
-    # The cache is what the step's sequences can use, not a share of the host's memory (tens of GB here).
+    # The cache is what the step's sequences can use, not a share of the host's memory (gigabytes here), and
+    # vLLM made blocks enough for every sequence at full length and the one it keeps apart (twice as many where
+    # it keeps the cache in bfloat16: the size counts float32).
     assert probe["kv_cache_bytes"] == probe["kv_cache_needed"] < 2**30
+    needed = probe["max_num_seqs"] * probe["kv_cache_sequence_blocks"] + 1
+    assert probe["kv_cache_blocks"] in (needed, 2 * needed)
     if lora:
         # PEFT merges the adapter into the base weights for the sync and subtracts it again: float rounding
         # leaves the base a few ulps off. On CPUs with AMX/AVX512-BF16 vLLM's CPU kernels compute in bfloat16,

@@ -104,9 +104,14 @@ def main(model_path: str, out: str, lora: bool) -> dict:
     return {
         "generation": type(generation).__name__,
         "backend": generation_backend(trainer),
-        # The KV cache vLLM was given, and what the run's sequences take (4 of 256 tokens).
+        # The KV cache vLLM was given and the blocks it made of it, and what the run's sequences take.
         "kv_cache_bytes": cache.kv_cache_memory_bytes,
-        "kv_cache_needed": kv_cache_bytes(trainer.model.config, 4, 256),
+        "kv_cache_blocks": cache.num_gpu_blocks,
+        "kv_cache_needed": kv_cache_bytes(
+            trainer.model.config, generation.max_num_seqs, generation.max_model_length
+        ),
+        "kv_cache_sequence_blocks": -(-generation.max_model_length // cache.block_size),
+        "max_num_seqs": generation.max_num_seqs,
         "original": original,
         "perturbed": perturbed,
         "restored": restored,
