@@ -74,14 +74,15 @@ def test_recipe_serve_command_takes_the_recipes_port_and_model(tmp_path):
 def test_colocated_kv_cache_holds_the_steps_sequences_and_no_more_than_the_share(monkeypatch):
     """On a CPU the engine is given the cache its sequences can fill, in whole blocks, capped by what the memory
     share leaves; vLLM sizes it itself where its own setting is set, no length is, or the share is too small."""
+    from types import SimpleNamespace
+
     from transformers import LlamaConfig
 
     from grpo_recipes.launch import vllm_cpu
 
     config = LlamaConfig(num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, hidden_size=64)
-    block = (
-        vllm_cpu.KV_BLOCK_TOKENS * 2 * 2 * 2 * 16 * 4
-    )  # tokens, keys and values, layers, KV heads, 64 / 4, float32
+    # A block's bytes: its tokens, keys and values, layers, KV heads, head size 64 / 4, float32.
+    block = vllm_cpu.KV_BLOCK_TOKENS * 2 * 2 * 2 * 16 * 4
     # 3 sequences of 100 tokens: one block each, and the one vLLM keeps apart.
     assert vllm_cpu.kv_cache_bytes(config, sequences=3, tokens=100) == 4 * block
     assert vllm_cpu.kv_cache_bytes(config, sequences=2, tokens=129) == 5 * block  # 129 tokens take two blocks
@@ -90,16 +91,10 @@ def test_colocated_kv_cache_holds_the_steps_sequences_and_no_more_than_the_share
     assert vllm_cpu.kv_cache_bytes(config, sequences=1, tokens=1) == 2 * block
 
     seen = {}
-    memory = {"total": 100 * block, "rss": 10 * block}
-    fake_psutil = type(
-        "psutil",
-        (),
-        {
-            "virtual_memory": staticmethod(lambda: type("vm", (), {"total": memory["total"]})()),
-            "Process": staticmethod(
-                lambda: type("p", (), {"memory_info": lambda self: type("m", (), {"rss": memory["rss"]})()})()
-            ),
-        },
+    # A host of 100 blocks' memory, of which the process holds 10.
+    fake_psutil = SimpleNamespace(
+        virtual_memory=lambda: SimpleNamespace(total=100 * block),
+        Process=lambda: SimpleNamespace(memory_info=lambda: SimpleNamespace(rss=10 * block)),
     )
     monkeypatch.setattr(vllm_cpu, "psutil", fake_psutil)
     monkeypatch.setattr(vllm_cpu.vllm_generation, "LLM", lambda **settings: None, raising=False)
