@@ -432,7 +432,16 @@ def apply_overrides(data: dict[str, Any], overrides: list[str], source: str) -> 
         parts = [p for p in dotted.strip().lstrip("-").split(".")]
         if not all(parts):
             raise RecipeError(source, dotted, f"override {override!r} has an empty key.")
-        value = yaml.safe_load(raw) if raw.strip() else None
+        try:
+            value = yaml.safe_load(raw) if raw.strip() else None
+        except yaml.YAMLError as err:
+            problem = getattr(err, "problem", None) or type(err).__name__
+            raise RecipeError(
+                source,
+                dotted.strip(),
+                f"override {override!r}: its value is read as YAML and is not valid YAML ({problem}); "
+                f"quote it, as in {dotted.strip()}='\"...\"'.",
+            ) from None
         node: Any = data
         for depth, part in enumerate(parts):
             last = depth == len(parts) - 1

@@ -143,6 +143,9 @@ def test_overrides_apply_and_are_validated(tmp_path):
         load_recipe(path, ["trainer.learning_rate"])
     with pytest.raises(RecipeError, match="no list item 3"):
         load_recipe(path, ["rewards.3.weight=1"])
+    # A value that is not valid YAML (a template with braces, unquoted) names the override, not a traceback.
+    with pytest.raises(RecipeError, match=r"override 'warmup.answer=\{question\} = \{answer\}'.*quote it"):
+        load_recipe(path, ["warmup.answer={question} = {answer}"])
 
 
 def test_apply_overrides_reads_values_as_yaml():
