@@ -74,7 +74,7 @@ def arithmetic(
     """Arithmetic expressions with operator precedence, like ``2 + 2 × 6`` (answer ``14``).
 
     Difficulty grows with the number of operators (`min_ops`..`max_ops`, drawn uniformly per problem) and the
-    operand range. Problems are distinct within a call; `exclude` removes given questions (a held-out split).
+    operand range. Each operator is drawn from `operators`, so one written twice is drawn twice as often. Problems are distinct within a call; `exclude` removes given questions (a held-out split).
 
     >>> [row["question"] + " -> " + row["answer"] for row in arithmetic(2, seed=1, max_ops=1)]
     ['2 + 5 -> 7', '8 × 8 -> 64']
@@ -128,11 +128,16 @@ def arithmetic_capacity(
 ) -> int:
     """How many distinct problems these settings allow (every parameter of `arithmetic` is passed in).
 
+    An operator written twice (``"+--*"``) is drawn twice as often, and adds no problem:
+
     >>> arithmetic_capacity(min_ops=1, max_ops=1, min_operand=2, max_operand=12, operators="+-*")
+    363
+    >>> arithmetic_capacity(min_ops=1, max_ops=1, min_operand=2, max_operand=12, operators="+--*")
     363
     """
     values = max_operand - min_operand + 1
-    return sum(values ** (k + 1) * len(operators) ** k for k in range(min_ops, max_ops + 1))
+    kinds = len(set(operators))
+    return sum(values ** (k + 1) * kinds**k for k in range(min_ops, max_ops + 1))
 
 
 def check_arithmetic(params: dict[str, Any]) -> None:

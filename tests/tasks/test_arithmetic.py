@@ -50,6 +50,12 @@ def test_asking_for_more_problems_than_exist_is_an_error():
 
     with pytest.raises(ValueError, match="only"):
         arithmetic(500, seed=0, max_ops=1, operators="+")
+    # An operator written twice adds no problem: 2 and 3 with "+" make 4, asking for 6 is an error, not a
+    # search for distinct problems that never ends.
+    assert GENERATORS["arithmetic"].capacity(max_ops=1, min_operand=2, max_operand=3, operators="++") == 4
+    with pytest.raises(ValueError, match="allow only 4"):
+        arithmetic(6, seed=0, max_ops=1, min_operand=2, max_operand=3, operators="++")
+    assert len(arithmetic(4, seed=0, max_ops=1, min_operand=2, max_operand=3, operators="++")) == 4
 
 
 def test_params_are_type_checked_from_the_signature_then_range_checked():
