@@ -66,6 +66,8 @@ def load_local_file(path: str):
     if suffix == ".parquet":
         return datasets.load_dataset("parquet", data_files=path, split="train")
     rows = read_rows(path)
+    if not rows:
+        raise DataFileError(f"{path}: no rows.")
     try:
         return datasets.Dataset.from_list(rows)
     except Exception as err:  # pyarrow: a column whose values are of several types
@@ -80,11 +82,17 @@ def read_rows(path: str | Path) -> list[dict[str, Any]]:
 
     path = Path(path)
     if path.suffix == ".csv":
-        with path.open(newline="", encoding="utf-8") as file:
+        with path.open(newline="", encoding="utf-8-sig") as file:  # -sig: a byte-order mark is not a column
             return [dict(row) for row in csv.DictReader(file)]
-    text = path.read_text(encoding="utf-8")
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError as err:
+        raise DataFileError(f"{path}: not UTF-8 text ({err.reason} at byte {err.start}).") from None
     if path.suffix == ".json" and text.lstrip().startswith("["):
-        rows = json.loads(text)
+        try:
+            rows = json.loads(text)
+        except ValueError as err:
+            raise DataFileError(f"{path}: not a JSON list of objects: {err}") from None
     else:
         rows = []
         for number, line in enumerate(text.splitlines(), 1):
@@ -227,9 +235,15 @@ def generated_splits(
     gen = spec.generator
     generator = GENERATORS[gen.name]
     if curriculum is None and not gen.train_params and not gen.warmup_size:
-        train, held_out = generator.splits(gen.train_size, gen.eval_size, gen.seed, **gen.params)
+        try:
+            train, held_out = generator.splits(gen.train_size, gen.eval_size, gen.seed, **gen.params)
+        except ValueError as err:
+            raise RecipeError(source, "dataset.generator", str(err)) from None
         return GeneratedRows(train, held_out, [])
-    held_out = generator.generate(gen.eval_size, seed=gen.seed + HELD_OUT_SEED_OFFSET, **gen.params)
+    try:
+        held_out = generator.generate(gen.eval_size, seed=gen.seed + HELD_OUT_SEED_OFFSET, **gen.params)
+    except ValueError as err:
+        raise RecipeError(source, "dataset.generator.eval_size", str(err)) from None
     key = getattr(generator, "key", "question")
     exclude = {row[key] for row in held_out}
     warmup: list[dict[str, Any]] = []
@@ -292,11 +306,16 @@ def peek_columns(recipe: Recipe, held_out: bool = False) -> list[str] | None:
     if spec.generator is not None:
         return None if held_out else list(GENERATORS[spec.generator.name].columns)
     path = spec.eval_path if held_out else spec.path
-    if path is not None and Path(path).suffix == ".jsonl":
-        with open(path) as handle:
-            first = handle.readline()
-        return list(json.loads(first)) if first.strip() else []
-    return None
+    if path is None or Path(path).suffix != ".jsonl" or not Path(path).is_file():
+        return None
+    with open(path, encoding="utf-8-sig", errors="replace") as handle:
+        first = next((line for line in handle if line.strip()), "")
+    try:
+        row = json.loads(first)
+    except ValueError:
+        row = None
+    # An empty file, a line that is not a JSON object: the full load says which line and why (`read_rows`).
+    return list(row) if isinstance(row, dict) else None
 
 
 @dataclass
@@ -359,9 +378,9 @@ def load_splits(recipe: Recipe) -> Splits:
             warmup = with_prompts(datasets.Dataset.from_list(rows.warmup), recipe.prompt)
     else:
         train_source, held_out_source = data_sources(spec)
-        train = train_source.load()
+        train = _load(train_source, recipe.source)
         if held_out_source is not None:
-            eval_set = held_out_source.load()
+            eval_set = _load(held_out_source, recipe.source)
         if eval_set is not None:  # other data than the training rows: its columns may differ
             check_columns(recipe, eval_set.column_names, held_out=True)
 
@@ -383,6 +402,13 @@ def load_splits(recipe: Recipe) -> Splits:
     held, total = 0, len(train)
     if eval_set is None and recipe.evaluation.enabled:
         held = min(recipe.evaluation.max_samples, len(train) // 5)
+        if held == 0:
+            raise RecipeError(
+                recipe.source,
+                "dataset.path",
+                f"{total} row(s): too few to hold a fifth out for the held-out evaluation (5 rows at least); "
+                "name held-out rows (dataset.eval_path or dataset.eval_split), or set evaluation.enabled: false.",
+            )
         train, eval_set = (
             train.select(range(len(train) - held)),
             train.select(range(len(train) - held, len(train))),
@@ -396,6 +422,24 @@ def load_splits(recipe: Recipe) -> Splits:
         rows_before_hold_out=total,
         warmup=warmup,
     )
+
+
+def _load(source: DataSource, recipe_source: str) -> Any:
+    """`source.load()`, its failure a `RecipeError` on the key that names it: a local file's reason
+    (`DataFileError`), or a Hub dataset that could not be reached."""
+    try:
+        return source.load()
+    except DataFileError as err:
+        raise RecipeError(recipe_source, source.key, str(err)) from None
+    except Exception as err:
+        if source.local:
+            raise
+        raise RecipeError(
+            recipe_source,
+            source.key,
+            f"could not load {source.describe()}: {type(err).__name__}: {err} (offline, a Hub dataset must "
+            f"be in the local cache; or set {source.key} to a local file)",
+        ) from None
 
 
 def _held_out(recipe: Recipe, eval_set: Any) -> Any:

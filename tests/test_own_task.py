@@ -141,3 +141,42 @@ def test_a_warm_up_whose_call_fails_is_refused(tmp_path):
     ):
         demonstrations(broken, rows, toolset)
     assert get_tool("calculator")(expression="1 +").startswith("Error:")
+
+
+ROW = json.dumps({"question": "1 + 1", "answer": "2"})
+BAD_DATA_FILES = [
+    # (file name, its bytes, the one-line error, or None where the file loads)
+    ("four.jsonl", "\n".join([ROW] * 4) + "\n", "dataset.path: 4 row(s): too few to hold a fifth out"),
+    ("pretty.jsonl", '{\n  "question": "1 + 1",\n  "answer": "2"\n}\n', "pretty.jsonl:1: not a JSON object"),
+    ("array.jsonl", f"[{ROW}]\n", "array.jsonl: row 1 is a list, not an object"),
+    ("empty.jsonl", "", "empty.jsonl: no rows"),
+    ("comma.json", f"[{ROW},]", "comma.json: not a JSON list of objects"),
+    ("latin1.jsonl", ROW.replace("1 + 1", "caf\xe9") + "\n", "latin1.jsonl: not UTF-8 text"),
+    ("bom.jsonl", "\ufeff" + "\n".join([ROW] * 10) + "\n", None),  # a Windows editor's byte-order mark
+    ("blank-first.jsonl", "\n" + "\n".join([ROW] * 10) + "\n", None),
+]
+
+
+@pytest.mark.parametrize(("name", "text", "error"), BAD_DATA_FILES, ids=[case[0] for case in BAD_DATA_FILES])
+def test_a_data_file_that_cannot_be_used_is_one_line_naming_it(tmp_path, name, text, error):
+    """Before the model loads, in `--check` and in training alike (`load_checked_splits`): the key, the file
+    and why; the columns are peeked only from a first line that is a JSON object."""
+    from grpo_recipes.data import peek_columns
+    from grpo_recipes.training.train import load_checked_splits
+
+    encoding = "latin-1" if name.startswith("latin1") else "utf-8"
+    (tmp_path / name).write_bytes(text.encode(encoding))
+    recipe = copy.deepcopy(MINIMAL)
+    recipe["model"]["name_or_path"] = "Qwen/Qwen2.5-0.5B"
+    recipe["dataset"] = {"path": name}
+    recipe["prompt"]["user"] = "{question}"
+    loaded = load_recipe(write_recipe(tmp_path / "r.yaml", recipe))
+    columns = peek_columns(loaded)
+    assert columns in (None, ["question", "answer"])
+    if error is None:
+        assert columns == ["question", "answer"]
+        assert len(load_checked_splits(loaded).train) == 8  # 10 rows, a fifth held out
+        return
+    with pytest.raises(RecipeError, match=re.escape(error)) as raised:
+        load_checked_splits(loaded)
+    assert "\n" not in str(raised.value)

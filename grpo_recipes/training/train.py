@@ -142,6 +142,17 @@ def batch_arithmetic(config, num_processes: int) -> str:
     )
 
 
+def load_checked_splits(recipe: Recipe):
+    """`load_splits`, any failure one `RecipeError` line: the data layer names the key and the reason where it
+    knows them (a file, a Hub dataset, a generator); anything else still names the recipe and the section."""
+    try:
+        return load_splits(recipe)
+    except RecipeError:
+        raise
+    except Exception as err:
+        raise RecipeError(recipe.source, "dataset", f"could not load: {type(err).__name__}: {err}") from None
+
+
 def check(recipe: Recipe, load_data: bool = True, log=print) -> None:
     """Everything short of loading the model: dataset columns, the first prompt, GRPOConfig, batch sizes."""
     config = trainer_config(recipe, checking=True)
@@ -150,16 +161,7 @@ def check(recipe: Recipe, load_data: bool = True, log=print) -> None:
         if columns is not None:
             check_columns(recipe, columns, held_out)
     if load_data:
-        try:
-            splits = load_splits(recipe)
-        except RecipeError:
-            raise
-        except Exception as err:  # a Hub dataset offline, a broken file: say which and why
-            raise RecipeError(
-                recipe.source,
-                "dataset",
-                f"could not load: {type(err).__name__}: {err} (offline? set dataset.path to a local file)",
-            ) from None
+        splits = load_checked_splits(recipe)
         log(splits.describe())
         rows = splits.train
         if recipe.curriculum is not None:
@@ -467,7 +469,7 @@ def train(
     last = _resume_point(out, resume, state, log)
 
     # 2. Data: column errors stop the run here, before the model loads.
-    splits = load_splits(recipe)
+    splits = load_checked_splits(recipe)
     rank_log(splits.describe())
     rank_log(f"batch: {batch_arithmetic(config, state.num_processes)}")
     for warning in pool_warnings(recipe, config):
