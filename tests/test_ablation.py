@@ -4,7 +4,9 @@ hand-made verdicts, and a real sweep of a tiny model through make (files written
 from __future__ import annotations
 
 import json
+import re
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -182,6 +184,140 @@ def test_sweep_file_errors_name_the_file_and_the_key(tmp_path):
     with pytest.raises(SweepError, match=r"reach: 81.8 is not an accuracy: give a fraction in \(0, 1\]"):
         Sweep.from_file(sweep_file(good | {"reach": 81.8}))
     assert Sweep.from_file(sweep_file(good | {"reach": 0.818})).reach == 0.818
+
+
+_VALUES = b"values:\n  - {name: a, set: {}}\n  - {name: b, set: {trainer.loss_type: grpo}}\n"
+_RECIPE = b"recipe: recipes/default.yaml\n"
+
+
+_BAD_SWEEPS = [
+    (
+        _RECIPE + b"seeds: two\n" + _VALUES,
+        r"seeds: expected a whole number >= 1 \(runs per value\), got 'two'",
+    ),
+    (_RECIPE + b"seeds: 2.7\n" + _VALUES, r"seeds: expected a whole number >= 1 .*got 2\.7"),
+    (_RECIPE + b"seeds: true\n" + _VALUES, r"seeds: expected a whole number >= 1 .*got True"),
+    (_RECIPE + b"seeds: 0\n" + _VALUES, r"seeds: expected a whole number >= 1 .*got 0"),
+    (
+        _RECIPE + b"budget_minutes: 4m\n" + _VALUES,
+        r"budget_minutes: expected a number of minutes > 0 .*got '4m'",
+    ),
+    (
+        _RECIPE + b"budget_minutes: .nan\n" + _VALUES,
+        r"budget_minutes: expected a number of minutes > 0 .*got nan",
+    ),
+    (_RECIPE + b"budget_minutes: .inf\n" + _VALUES, r"budget_minutes: expected a number .*got inf"),
+    (_RECIPE + b"budget_minutes: 0\n" + _VALUES, r"budget_minutes: expected a number .*got 0"),
+    (_RECIPE + b"budget_minutes:\n" + _VALUES, r"budget_minutes: expected a number .*got None"),
+    (_RECIPE + b"values: 5\n", r"values: expected a list of at least two \{name: \.\.\., set: .*got 5"),
+    (_RECIPE + b"values:\n", r"values: expected a list of at least two .*got None"),
+    (_RECIPE + b"values: [{name: a, set: {}}]\n", r"values: expected a list of at least two .*got \["),
+    (_RECIPE + b"values: [{name: a}, {name: [b]}]\n", r"values\.1\.name: expected a name .*got \['b'\]"),
+    (_RECIPE + b"values: [{name: a}, {name: null}]\n", r"values\.1\.name: expected a name .*got None"),
+    (_RECIPE + b"values: [{name: a}, {name: b, set: {1: x}}]\n", r"values\.1\.set: expected a mapping"),
+    (_RECIPE + b"values: [{name: a}, {name: b, set: {x: 2024-01-01}}]\n", r"values\.1\.set: .*date"),
+    (
+        b"recipe:\n" + _VALUES,
+        r"recipe: expected the path of a recipe file, e\.g\. recipes/default\.yaml, got None",
+    ),
+    (b"recipe: ''\n" + _VALUES, r"recipe: expected the path of a recipe file.*got ''"),
+    (
+        b"recipe: [recipes/default.yaml]\n" + _VALUES,
+        r"recipe: expected the path .*got \['recipes/default\.yaml'\]",
+    ),
+    (
+        _RECIPE + b"overrides: trainer.seed=1\n" + _VALUES,
+        r"overrides: expected a list of key\.path=value strings, e\.g\. `overrides: \[trainer\.seed=1\]`, "
+        r"got the single string 'trainer\.seed=1'",
+    ),
+    (
+        _RECIPE + b"overrides: [{trainer.seed: 1}]\n" + _VALUES,
+        r"overrides: expected a list of key\.path=value strings",
+    ),
+    (
+        _RECIPE + b"overrides: 3\n" + _VALUES,
+        r"overrides: expected a list of key\.path=value strings, got 3",
+    ),
+    (_RECIPE + b"name: [x]\n" + _VALUES, r"name: expected a string .*got \['x'\]"),
+    (
+        _RECIPE + b"launch: [accelerate, launch]\n" + _VALUES,
+        r"launch: expected a string, got \['accelerate'",
+    ),
+    (_RECIPE + b"description: {a: 1}\n" + _VALUES, r"description: expected a string, got \{'a': 1\}"),
+    (
+        _RECIPE + b"reach: [0.8]\n" + _VALUES,
+        r"reach: expected a value's name or an accuracy .*got \[0\.8\]",
+    ),
+    (_RECIPE + b"reach: true\n" + _VALUES, r"reach: expected a value's name or an accuracy .*got True"),
+    (
+        _RECIPE + b"description: caf\xe9\n" + _VALUES,
+        r"cannot read the sweep: not UTF-8 text \(byte 0xe9 at offset 45\)",
+    ),
+    (_RECIPE + _VALUES + b"1: x\nbudget: 3\n", r"unknown key 1; allowed: "),
+    (_RECIPE + b"seeds: 1\nseeds: 2\n" + _VALUES, r"cannot read the sweep: key 'seeds' given twice"),
+]
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    _BAD_SWEEPS,
+    ids=[
+        text.replace(_RECIPE, b"").replace(_VALUES, b"").decode("latin-1").strip() for text, _ in _BAD_SWEEPS
+    ],
+)
+def test_a_sweep_file_of_the_wrong_types_gives_one_line_naming_the_file_and_the_key(tmp_path, text, message):
+    path = tmp_path / "bad.yaml"
+    path.write_bytes(text)
+    with pytest.raises(SweepError, match=rf"^{re.escape(str(path))}: {message}") as caught:
+        Sweep.from_file(path)
+    assert "\n" not in str(caught.value)
+
+
+def test_a_sweep_file_of_the_wrong_type_is_one_line_and_exit_2_from_ablate(tmp_path):
+    path = tmp_path / "bad.yaml"
+    path.write_bytes(_RECIPE + b"seeds: two\n" + _VALUES)
+    done = subprocess.run(
+        [sys.executable, "scripts/ablate.py", "--report-only", "--root", str(tmp_path), "--sweep", str(path)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr == f"error: {path}: seeds: expected a whole number >= 1 (runs per value), got 'two'\n"
+
+
+def test_a_sweep_file_keeps_the_numbers_and_names_yaml_reads(tmp_path):
+    path = tmp_path / "s.yaml"
+    path.write_bytes(
+        _RECIPE + b"name: 7\nseeds: 2\nbudget_minutes: 1e1\noverrides:\nlaunch:\ndescription:\n"
+        b"values: [{name: 0.5}, {name: 2, set: {trainer.beta: 0.04}}]\n"
+    )
+    sweep = Sweep.from_file(path)
+    assert (sweep.name, sweep.seeds, sweep.budget_minutes, sweep.overrides) == ("7", 2, 10.0, [])
+    assert (sweep.launch, sweep.description) == ("", "")
+    assert [(v.name, v.overrides) for v in sweep.values] == [("0.5", []), ("2", ["trainer.beta=0.04"])]
+    with pytest.raises(SweepError, match=r"need seeds >= 1 and a finite budget_minutes > 0"):
+        Sweep.from_file(path, budget_minutes=float("nan"))  # `--budget nan`
+
+
+@pytest.mark.parametrize("path", SWEEPS, ids=[p.stem for p in SWEEPS])
+def test_every_shipped_sweep_loads_as_written(path):
+    """Each key of a shipped sweep reaches the Sweep as the file writes it (the type checks change nothing)."""
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    recipe = REPO / data["recipe"]
+    sweep = shipped_sweep(path)
+    assert sweep.name == data.get("name", path.stem) and sweep.source == str(path)
+    assert sweep.recipe.resolve() == recipe.resolve()
+    assert sweep.seeds == data.get("seeds", 1) and type(sweep.seeds) is int
+    assert sweep.budget_minutes == data.get("budget_minutes", 4.0) and type(sweep.budget_minutes) is float
+    assert sweep.overrides == (data.get("overrides") or []) + stand_in_teacher(recipe)
+    assert sweep.launch == (data.get("launch") or "")
+    assert sweep.description == " ".join(data["description"].split())
+    assert sweep.reach == data.get("reach")
+    assert [(v.name, v.overrides) for v in sweep.values] == [
+        (item["name"], [f"{key}={json.dumps(value)}" for key, value in (item.get("set") or {}).items()])
+        for item in data["values"]
+    ]
 
 
 def test_reach_gives_the_minutes_each_run_took_to_the_named_values_final_accuracy(tmp_path):

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 import shlex
 import shutil
@@ -46,7 +47,9 @@ from typing import Any
 
 import yaml
 
-from ..recipe import RecipeError, load_recipe, read_recipe_data
+from rewards.typecheck import FieldError, check_value
+
+from ..recipe import RecipeError, load_recipe, load_yaml_strict, read_recipe_data
 from .metrics import paired_difference, wilson_interval
 
 REPO = Path(__file__).resolve().parents[2]
@@ -128,7 +131,12 @@ class Sweep:
         `overrides` are applied after the file's."""
         path = Path(path)
         try:
-            data = yaml.safe_load(path.read_text())
+            data = load_yaml_strict(path.read_text(encoding="utf-8"))  # a key given twice is an error
+        except UnicodeDecodeError as err:
+            raise SweepError(
+                f"{path}: cannot read the sweep: not UTF-8 text (byte 0x{err.object[err.start]:02x} at offset "
+                f"{err.start}); save the file as UTF-8"
+            ) from None
         except (OSError, yaml.YAMLError) as err:
             raise SweepError(f"{path}: cannot read the sweep: {err}".replace("\n", " ")) from None
         allowed = {
@@ -146,30 +154,73 @@ class Sweep:
             raise SweepError(f"{path}: a sweep is a mapping with at least `recipe` and `values`")
         if unknown := set(data) - allowed:
             raise SweepError(
-                f"{path}: unknown key {sorted(unknown)[0]!r}; allowed: {', '.join(sorted(allowed))}"
+                f"{path}: unknown key {sorted(unknown, key=str)[0]!r}; allowed: {', '.join(sorted(allowed))}"
             )
+
+        def bad(key: str, expected: str, got: Any) -> SweepError:
+            return SweepError(f"{path}: {key}: expected {expected}, got {got!r}")
+
+        recipe = data["recipe"]
+        if not isinstance(recipe, str) or not recipe.strip():
+            raise bad("recipe", "the path of a recipe file, e.g. recipes/default.yaml", recipe)
+        seeds = data.get("seeds", 1)
+        if not isinstance(seeds, int) or isinstance(seeds, bool) or seeds < 1:
+            raise bad("seeds", "a whole number >= 1 (runs per value)", seeds)
+        budget = data.get("budget_minutes", 4.0)
+        try:  # a number, or a numeric string (YAML 1.1 reads `1e1` as one), as in a recipe
+            budget = check_value(budget, float, "budget_minutes")
+        except FieldError:
+            budget = None
+        if budget is None or not 0 < budget < math.inf:
+            raise bad(
+                "budget_minutes",
+                "a number of minutes > 0 (or leave the key out for 4)",
+                data["budget_minutes"],
+            )
+        overrides = data.get("overrides") or []
+        if isinstance(overrides, str):
+            raise SweepError(
+                f"{path}: overrides: expected a list of key.path=value strings, e.g. `overrides: "
+                f"[{', '.join(overrides.split())}]`, got the single string {overrides!r}"
+            )
+        if not isinstance(overrides, list) or not all(isinstance(o, str) for o in overrides):
+            raise bad("overrides", "a list of key.path=value strings", overrides)
+        if not isinstance(data.get("name"), str | None) and not _is_number(data["name"]):
+            raise bad("name", "a string (the folder of the results)", data["name"])
+        for key in ("launch", "description"):
+            if not isinstance(data.get(key), str | None):
+                raise bad(key, "a string", data[key])
+        if not (data.get("reach") is None or isinstance(data["reach"], str) or _is_number(data["reach"])):
+            raise bad("reach", "a value's name or an accuracy as a fraction (0.818)", data["reach"])
+        if not isinstance(data["values"], list) or len(data["values"]) < 2:
+            raise bad("values", "a list of at least two {name: ..., set: {key.path: value}}", data["values"])
         values = []
-        for i, item in enumerate(data["values"] or []):
+        for i, item in enumerate(data["values"]):
             if not isinstance(item, dict) or set(item) - {"name", "set"} or "name" not in item:
                 raise SweepError(f"{path}: values.{i}: expected {{name: ..., set: {{key.path: value}}}}")
+            name = item["name"]
+            if not (isinstance(name, str) and name.strip() or _is_number(name)):
+                raise bad(f"values.{i}.name", "a name for the tables (a string)", name)
             settings = item.get("set") or {}
-            if not isinstance(settings, dict):
+            if not isinstance(settings, dict) or not all(isinstance(k, str) for k in settings):
                 raise SweepError(f"{path}: values.{i}.set: expected a mapping of key.path: value")
-            # JSON is YAML: each value reaches the recipe exactly as written here (strings, numbers, mappings).
-            values.append(
-                SweepValue(str(item["name"]), [f"{k}={json.dumps(v)}" for k, v in settings.items()])
-            )
-        recipe = Path(data["recipe"])
+            try:
+                # JSON is YAML: each value reaches the recipe exactly as written here (strings, numbers, mappings).
+                written = [f"{k}={json.dumps(v)}" for k, v in settings.items()]
+            except (TypeError, ValueError) as err:
+                raise SweepError(f"{path}: values.{i}.set: {err}") from None
+            values.append(SweepValue(str(name), written))
+        recipe = Path(recipe)
         sweep = cls(
             name=str(data.get("name") or path.stem),
             recipe=recipe if recipe.is_absolute() or recipe.exists() else REPO / recipe,
             values=values,
-            seeds=int(data.get("seeds", 1)),
-            budget_minutes=float(data.get("budget_minutes", 4.0)),
-            overrides=[str(o) for o in data.get("overrides") or []],
+            seeds=seeds,
+            budget_minutes=budget,
+            overrides=list(overrides),
             source=str(path),
-            launch=str(data.get("launch") or ""),
-            description=" ".join(str(data.get("description") or "").split()),
+            launch=data.get("launch") or "",
+            description=" ".join((data.get("description") or "").split()),
             reach=_reach(data.get("reach"), [value.name for value in values]),
         )
         for key, value in replace.items():
@@ -191,8 +242,8 @@ class Sweep:
         names = [value.name for value in self.values]
         if len(set(names)) != len(names):
             raise SweepError(f"{self.source}: value names repeat: {names}")
-        if self.seeds < 1 or self.budget_minutes <= 0:
-            raise SweepError(f"{self.source}: need seeds >= 1 and budget_minutes > 0")
+        if self.seeds < 1 or not 0 < self.budget_minutes < math.inf:
+            raise SweepError(f"{self.source}: need seeds >= 1 and a finite budget_minutes > 0")
         if isinstance(self.reach, float) and not 0 < self.reach <= 1:
             raise SweepError(
                 f"{self.source}: reach: {self.reach:g} is not an accuracy: give a fraction in (0, 1] "
@@ -435,6 +486,15 @@ def summarize(sweep: Sweep, results: dict[str, dict[int, dict[str, Any]]]) -> di
         "rows": rows,
         **({"reach": reached} if reached else {}),
     }
+
+
+def _is_number(value: Any) -> bool:
+    """An int or a float as YAML reads them (true and false are not numbers).
+
+    >>> _is_number(4), _is_number(0.5), _is_number(True), _is_number("4")
+    (True, True, False, False)
+    """
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def _reach(raw: Any, names: Sequence[str] = ()) -> str | float | None:
