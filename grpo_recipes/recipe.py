@@ -79,6 +79,17 @@ class LoraSpec:
     """How the policy reaches vLLM before each generation: the adapter alone (vLLM keeps the base weights it
     loaded; colocate mode, where vLLM can serve the adapter), or merged into every weight (TRL's sync)."""
 
+    def __post_init__(self) -> None:
+        # PEFT accepts these and fails only once the model has loaded (or, for dropout, trains on noise).
+        if self.r < 1:
+            raise ValueError(
+                f"r: the adapter's rank must be at least 1, got {self.r} (no adapter: lora: null)"
+            )
+        if not 0 <= self.dropout < 1:
+            raise ValueError(f"dropout: a probability in [0, 1), got {self.dropout}")
+        if not self.target_modules:
+            raise ValueError("target_modules: name at least one module, or all-linear")
+
 
 @dataclass
 class ModelSpec:
@@ -859,6 +870,10 @@ def _model_location(
 
 def _check_dataset(recipe: Recipe, source: str, base_dir: Path | None) -> None:
     spec = recipe.dataset
+    for key in ("max_train_samples", "max_eval_samples"):
+        value = getattr(spec, key)
+        if value is not None and value < 1:
+            raise RecipeError(source, f"dataset.{key}", f"must be at least 1 (or unset: all), got {value}.")
     if (spec.path is None) == (spec.generator is None):
         raise RecipeError(
             source, "dataset", "give exactly one of 'path' (Hub id or local file) or 'generator'."
@@ -882,6 +897,14 @@ def _check_dataset(recipe: Recipe, source: str, base_dir: Path | None) -> None:
         if gen.warmup_size < 0:
             raise RecipeError(
                 source, "dataset.generator.warmup_size", f"must be 0 or more, got {gen.warmup_size}."
+            )
+        if gen.train_size < 1:
+            raise RecipeError(
+                source, "dataset.generator.train_size", f"must be at least 1, got {gen.train_size}."
+            )
+        if gen.eval_size < 0:
+            raise RecipeError(
+                source, "dataset.generator.eval_size", f"must be 0 or more, got {gen.eval_size}."
             )
         # Counts that cannot fit; generation itself refuses the rest (training rows that the held-out and
         # warm-up rows leave too few of, where train_params overlap the task's params).
@@ -1036,6 +1059,18 @@ def _check_trainer(recipe: Recipe, source: str) -> None:
             )
     with _at(source):
         recipe.trainer = check_mapping(recipe.trainer, fields, "trainer", list_allowed=False)
+    # TRL's config accepts these; a run would fail (or divide by zero) only after the model loads.
+    for key in ("per_device_train_batch_size", "gradient_accumulation_steps", "max_completion_length"):
+        value = recipe.trainer.get(key)
+        if value is not None and value < 1:
+            raise RecipeError(source, f"trainer.{key}", f"must be at least 1, got {value}.")
+    temperature = recipe.trainer.get("temperature")
+    if temperature is not None and temperature <= 0:
+        raise RecipeError(
+            source,
+            "trainer.temperature",
+            f"must be above 0, got {temperature}: GRPO samples its groups (greedy samples would all be alike).",
+        )
 
 
 def check_columns(recipe: Recipe, columns: list[str], held_out: bool = False) -> None:
@@ -1115,15 +1150,62 @@ def load_recipe(path: str | Path, overrides: list[str] | None = None, check_trai
     return recipe
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, except that a key given twice in one mapping is an error: PyYAML keeps the last
+    silently, so a `trainer:` section appended to tweak one setting would drop the whole first section."""
+
+    def construct_mapping(self, node, deep=False):
+        if isinstance(node, yaml.MappingNode):
+            seen: dict[Any, Any] = {}
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *anchor` may repeat keys on purpose
+                    continue
+                key = self.construct_object(key_node, deep=True)
+                try:
+                    first = seen.setdefault(key, key_node)
+                except TypeError:  # an unhashable key: PyYAML's own error follows
+                    continue
+                if first is not key_node:
+                    raise yaml.constructor.ConstructorError(
+                        None,
+                        None,
+                        f"key {key!r} given twice in one mapping (first at line {first.start_mark.line + 1}); "
+                        "YAML would keep only the last",
+                        key_node.start_mark,
+                    )
+        return super().construct_mapping(node, deep=deep)
+
+
+def load_yaml_strict(text: str) -> Any:
+    r"""`yaml.safe_load`, with a key given twice in one mapping an error (`_UniqueKeyLoader`).
+
+    >>> load_yaml_strict("trainer: {seed: 1}")
+    {'trainer': {'seed': 1}}
+    >>> try:
+    ...     load_yaml_strict("trainer:\n  seed: 1\ntrainer:\n  seed: 2\n")
+    ... except yaml.YAMLError as err:
+    ...     print(err.problem, "| line", err.problem_mark.line + 1)
+    key 'trainer' given twice in one mapping (first at line 1); YAML would keep only the last | line 3
+    """
+    return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
+
+
 def read_recipe_data(path: Path, overrides: list[str]) -> dict[str, Any]:
     """The recipe file's YAML data with the overrides applied, before any default is filled in or any
     value checked: what the file and the command line say. Raises `RecipeError` with a one-line message."""
     source = str(path) + (f" (with overrides {' '.join(overrides)})" if overrides else "")
+    if path.is_dir():
+        raise RecipeError(str(path), "", "is a folder, not a recipe file (a .yaml file).")
     if not path.is_file():
         raise RecipeError(str(path), "", "no such recipe file.")
-    text = path.read_text()
     try:
-        data = yaml.safe_load(text)
+        text = path.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError as err:
+        raise RecipeError(
+            str(path), "", f"not UTF-8 text ({err.reason} at byte {err.start}); save the recipe as UTF-8."
+        ) from None
+    try:
+        data = load_yaml_strict(text)
     except yaml.YAMLError as err:
         raise yaml_error(str(path), text, err) from None
     if not isinstance(data, dict):

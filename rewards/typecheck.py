@@ -242,11 +242,11 @@ def _mismatch(value: Any, tp: Any, key: str) -> FieldError:
 
 
 def _number(value: Any) -> float | None:
-    """``value`` as a float (an int, a float or a finite numeric string), or None."""
+    """``value`` as a finite float (an int, a float or a numeric string), or None (NaN and infinity too)."""
     if isinstance(value, bool):
         return None
     if isinstance(value, int | float):
-        return float(value)
+        return float(value) if math.isfinite(value) else None
     if isinstance(value, str):
         try:
             number = float(value)

@@ -224,6 +224,25 @@ BAD_VALUES = [
         "dataset.generator.params.operators=+/",
         "dataset.generator.params.operators: must be a non-empty string",
     ),
+    # Values TRL and PEFT accept that would fail, or train on nothing, only after the model loads.
+    (
+        "trainer.per_device_train_batch_size=0",
+        "trainer.per_device_train_batch_size: must be at least 1, got 0.",
+    ),
+    (
+        "trainer.gradient_accumulation_steps=0",
+        "trainer.gradient_accumulation_steps: must be at least 1, got 0.",
+    ),
+    ("trainer.max_completion_length=-5", "trainer.max_completion_length: must be at least 1, got -5."),
+    ("trainer.temperature=0", "trainer.temperature: must be above 0, got 0.0"),
+    ("model.lora={r: 0}", "model.lora: r: the adapter's rank must be at least 1, got 0"),
+    ("model.lora={dropout: 2}", "model.lora: dropout: a probability in [0, 1), got 2.0"),
+    ("model.lora={target_modules: []}", "model.lora: target_modules: name at least one module"),
+    ("rewards.0.weight=.nan", "rewards[0].weight: expected a number, got nan."),
+    ("trainer.learning_rate=.inf", "trainer.learning_rate: expected a number, got inf."),
+    ("dataset.generator.train_size=0", "dataset.generator.train_size: must be at least 1, got 0."),
+    ("dataset.generator.eval_size=-3", "dataset.generator.eval_size: must be 0 or more, got -3."),
+    ("dataset.max_train_samples=0", "dataset.max_train_samples: must be at least 1 (or unset: all), got 0."),
 ]
 
 
@@ -632,3 +651,30 @@ def test_a_difference_of_case_alone_is_suggested(tmp_path):
     assert recipe_error(data, tmp_path=tmp_path).endswith(
         "trainer: unknown key 'Learning_Rate'. Did you mean 'learning_rate'?"
     )
+
+
+def test_a_key_given_twice_is_an_error_not_the_last_one_silently(tmp_path):
+    """PyYAML keeps the last of two equal keys: a `trainer:` section appended to change one setting would drop
+    every setting of the first. The error points at the second, with the line of the first."""
+    path = write_recipe(tmp_path / "r.yaml", MINIMAL)
+    path.write_text(path.read_text() + "trainer:\n  learning_rate: 1e-6\ntrainer:\n  max_steps: 5\n")
+    with pytest.raises(
+        RecipeError, match=r"r.yaml:\d+:1: not valid YAML: key 'trainer' given twice .*first at line \d+"
+    ):
+        load_recipe(path)
+    path.write_text(yaml.safe_dump(MINIMAL) + "trainer:\n  seed: 1\n  seed: 2\n")
+    with pytest.raises(RecipeError, match="key 'seed' given twice"):
+        load_recipe(path)
+    # A merge key may repeat what it merges: that is what it is for.
+    from grpo_recipes.recipe import load_yaml_strict
+
+    assert load_yaml_strict("a: &a {seed: 1, lr: 2}\nb:\n  <<: *a\n  seed: 2\n")["b"] == {"seed": 2, "lr": 2}
+
+
+def test_a_recipe_that_is_a_folder_or_not_utf8_is_one_line(tmp_path):
+    with pytest.raises(RecipeError, match="is a folder, not a recipe file"):
+        load_recipe(tmp_path)
+    path = tmp_path / "latin1.yaml"
+    path.write_bytes(yaml.safe_dump(MINIMAL).encode() + "description: caf\xe9\n".encode("latin-1"))
+    with pytest.raises(RecipeError, match="not UTF-8 text"):
+        load_recipe(path)
