@@ -770,7 +770,7 @@ def _check_model(recipe: Recipe, source: str, base_dir: Path | None) -> None:
     """
     value = recipe.model.name_or_path
     hint = " (`make model` builds the local SmolLM2-135M-Instruct)" if "SmolLM2" in value else ""
-    recipe.model.name_or_path = _model_location(value, source, "model.name_or_path", base_dir, hint)
+    recipe.model.name_or_path = model_location(value, source, "model.name_or_path", base_dir, hint)
 
 
 def _check_teacher(recipe: Recipe, source: str, base_dir: Path | None) -> None:
@@ -782,7 +782,7 @@ def _check_teacher(recipe: Recipe, source: str, base_dir: Path | None) -> None:
     hint = f" (build it first: {teacher.build})" if teacher.build else ""
     # A teacher with a build command is a folder this machine makes: never a Hub id (on a fresh clone,
     # `outputs/code-cpu` would otherwise look like one).
-    teacher.name_or_path = _model_location(
+    teacher.name_or_path = model_location(
         teacher.name_or_path, source, "teacher.name_or_path", base_dir, hint, local=bool(teacher.build)
     )
     if not 0.0 <= teacher.beta <= 1.0:
@@ -829,7 +829,7 @@ def _check_teacher(recipe: Recipe, source: str, base_dir: Path | None) -> None:
             )
 
 
-def _model_location(
+def model_location(
     value: str, source: str, key: str, base_dir: Path | None, hint: str = "", local: bool = False
 ) -> str:
     """Where the model `value` is: a local folder (next to the recipe first, then from the working directory)

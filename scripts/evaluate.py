@@ -87,6 +87,13 @@ def main(argv: list[str] | None = None) -> int:
             seed=args.seed,
         )
         kind = "greedy" if settings.greedy else f"k{settings.samples}-t{settings.temperature:g}"
+        # Both models are found before either is evaluated: a mistyped folder is one line here, not a Hub
+        # error after the other model's whole evaluation.
+        from grpo_recipes.recipe import model_location
+
+        for flag in ("--model", "--base"):
+            if getattr(args, flag[2:]):
+                model_location(getattr(args, flag[2:]), recipe.source, flag, None)
         model = args.model or recipe.model.name_or_path
         root = Path(args.output_dir) if args.output_dir else Path("outputs") / "eval" / recipe.name
         models = {"model": model} if not args.base else {"base": args.base, "model": model}

@@ -180,3 +180,25 @@ def test_a_data_file_that_cannot_be_used_is_one_line_naming_it(tmp_path, name, t
     with pytest.raises(RecipeError, match=re.escape(error)) as raised:
         load_checked_splits(loaded)
     assert "\n" not in str(raised.value)
+
+
+def test_a_warm_up_template_that_cannot_be_filled_stops_training_before_the_model_loads(
+    tmp_path, monkeypatch
+):
+    """The model named here does not exist: reaching it would be an OSError from the Hub, after the splits."""
+    from grpo_recipes.training.train import train
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    recipe = load_recipe(
+        REPO / "recipes" / "default.yaml",
+        [
+            'warmup.answer="{question} = {nonexistent}"',
+            "model.name_or_path=nobody/no-such-model",
+            f"trainer.output_dir={tmp_path / 'run'}",
+        ],
+    )
+    with pytest.raises(
+        RecipeError, match=r"warmup: cannot fill a demonstration from the row: KeyError: 'nonexistent'"
+    ):
+        train(recipe, resume=False, log=lambda *_: None)
+    assert not (tmp_path / "run" / "run_info.json").exists()

@@ -474,6 +474,11 @@ def train(
     rank_log(f"batch: {batch_arithmetic(config, state.num_processes)}")
     for warning in pool_warnings(recipe, config):
         rank_log(f"warning: {warning}")
+    if recipe.warmup is not None:  # a template or tool call that cannot be filled stops here, not after loading
+        from ..toolset import Toolset
+        from .warmup import demonstrations
+
+        demonstrations(recipe, warmup_rows(recipe, splits), Toolset.for_recipe(recipe))
     if recipe.teacher is not None:
         from .distillation import check_teacher_vocabulary
 

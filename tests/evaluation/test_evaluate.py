@@ -210,6 +210,13 @@ def test_evaluate_refuses_greedy_samples_and_bad_data(tmp_path, tiny_model):
     assert result.returncode == 2 and "broken.jsonl: cannot be read" in result.stderr, result.stderr
     result = run_script("evaluate.py", "--config", str(recipe), "--top-p", "0")
     assert result.returncode == 2 and "--top-p: expected a number in (0, 1], got 0" in result.stderr
+    # A mistyped model folder is found out before the other model is evaluated, not as a Hub error after it.
+    typo = str(tmp_path / "outputs" / "defualt")
+    result = run_script("evaluate.py", "--config", str(recipe), "--base", str(tiny_model), "--model", typo)
+    assert result.returncode == 2 and f"--model: no model folder at {typo}" in result.stderr, result.stderr
+    assert "accuracy" not in result.stdout and "pass@1" not in result.stdout
+    result = run_script("evaluate.py", "--config", str(recipe), "--base", typo)
+    assert result.returncode == 2 and f"--base: no model folder at {typo}" in result.stderr, result.stderr
 
 
 def _adapter(tiny_model: Path, folder: Path) -> Path:
