@@ -308,8 +308,11 @@ def peek_columns(recipe: Recipe, held_out: bool = False) -> list[str] | None:
     path = spec.eval_path if held_out else spec.path
     if path is None or Path(path).suffix != ".jsonl" or not Path(path).is_file():
         return None
-    with open(path, encoding="utf-8-sig", errors="replace") as handle:
-        first = next((line for line in handle if line.strip()), "")
+    try:
+        with open(path, encoding="utf-8-sig") as handle:
+            first = next((line for line in handle if line.strip()), "")
+    except UnicodeDecodeError:
+        return None
     try:
         row = json.loads(first)
     except ValueError:
@@ -437,8 +440,8 @@ def _load(source: DataSource, recipe_source: str) -> Any:
         raise RecipeError(
             recipe_source,
             source.key,
-            f"could not load {source.describe()}: {type(err).__name__}: {err} (offline, a Hub dataset must "
-            f"be in the local cache; or set {source.key} to a local file)",
+            f"could not load {source.path} (split {source.split}): {type(err).__name__}: {err} (if offline, a "
+            f"Hub dataset must be in the local cache; or set {source.key} to a local file)",
         ) from None
 
 

@@ -444,7 +444,7 @@ def apply_overrides(data: dict[str, Any], overrides: list[str], source: str) -> 
         if not all(parts):
             raise RecipeError(source, dotted, f"override {override!r} has an empty key.")
         try:
-            value = yaml.safe_load(raw) if raw.strip() else None
+            value = load_yaml_strict(raw) if raw.strip() else None
         except yaml.YAMLError as err:
             problem = getattr(err, "problem", None) or type(err).__name__
             raise RecipeError(
@@ -1154,26 +1154,32 @@ class _UniqueKeyLoader(yaml.SafeLoader):
     """PyYAML's safe loader, except that a key given twice in one mapping is an error: PyYAML keeps the last
     silently, so a `trainer:` section appended to tweak one setting would drop the whole first section."""
 
-    def construct_mapping(self, node, deep=False):
-        if isinstance(node, yaml.MappingNode):
-            seen: dict[Any, Any] = {}
+    def flatten_mapping(self, node):
+        # Checked here, before PyYAML merges `<<: *anchor` keys into the mapping (in place, so a mapping that is
+        # merged elsewhere is checked as written, once). Keys are compared as written: scalars of one tag.
+        if id(node) not in self._checked:
+            self._checked.add(id(node))
+            seen: dict[tuple[str, str], Any] = {}
             for key_node, _ in node.value:
-                if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *anchor` may repeat keys on purpose
+                if not isinstance(key_node, yaml.ScalarNode) or key_node.tag in (
+                    "tag:yaml.org,2002:merge",  # `<<: *anchor` may repeat keys on purpose
+                    "tag:yaml.org,2002:value",
+                ):
                     continue
-                key = self.construct_object(key_node, deep=True)
-                try:
-                    first = seen.setdefault(key, key_node)
-                except TypeError:  # an unhashable key: PyYAML's own error follows
-                    continue
+                first = seen.setdefault((key_node.tag, key_node.value), key_node)
                 if first is not key_node:
                     raise yaml.constructor.ConstructorError(
                         None,
                         None,
-                        f"key {key!r} given twice in one mapping (first at line {first.start_mark.line + 1}); "
-                        "YAML would keep only the last",
+                        f"key {key_node.value!r} given twice in one mapping (first at line "
+                        f"{first.start_mark.line + 1}); YAML would keep only the last",
                         key_node.start_mark,
                     )
-        return super().construct_mapping(node, deep=deep)
+        super().flatten_mapping(node)
+
+    def __init__(self, stream) -> None:
+        super().__init__(stream)
+        self._checked: set[int] = set()
 
 
 def load_yaml_strict(text: str) -> Any:

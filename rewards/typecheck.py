@@ -10,6 +10,7 @@ Conventions, the same everywhere:
 * an integer is a fine float, and so is a numeric string such as ``1e-6`` (YAML 1.1 reads an exponent
   without a dot as a string); either is converted to a float;
 * ``true`` and ``false`` are not integers;
+* NaN and infinity are not numbers (``.nan``, ``.inf``, ``"inf"``): no setting here is meant to be either;
 * an annotation this module does not know (a callable, a protocol, a string naming an unimportable class)
   accepts anything: the check is there to catch mistakes early, never to reject what the consumer takes.
 

@@ -93,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
 
         for flag in ("--model", "--base"):
             if getattr(args, flag[2:]):
-                model_location(getattr(args, flag[2:]), recipe.source, flag, None)
+                setattr(args, flag[2:], model_location(getattr(args, flag[2:]), recipe.source, flag, None))
         model = args.model or recipe.model.name_or_path
         root = Path(args.output_dir) if args.output_dir else Path("outputs") / "eval" / recipe.name
         models = {"model": model} if not args.base else {"base": args.base, "model": model}

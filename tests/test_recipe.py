@@ -669,6 +669,12 @@ def test_a_key_given_twice_is_an_error_not_the_last_one_silently(tmp_path):
     from grpo_recipes.recipe import load_yaml_strict
 
     assert load_yaml_strict("a: &a {seed: 1, lr: 2}\nb:\n  <<: *a\n  seed: 2\n")["b"] == {"seed": 2, "lr": 2}
+    # ...also where the merged mapping merges one itself, and is merged again further down.
+    nested = "d: {base: &b {lr: 1}, tuned: &t {<<: *b, lr: 2}}\nrun: {<<: *t}\n"
+    assert load_yaml_strict(nested)["run"] == {"lr": 2}
+    # An override's value is read the same way.
+    with pytest.raises(RecipeError, match="key 'r' given twice"):
+        load_recipe(write_recipe(tmp_path / "o.yaml", MINIMAL), ["model.lora={r: 8, r: 16}"])
 
 
 def test_a_recipe_that_is_a_folder_or_not_utf8_is_one_line(tmp_path):

@@ -200,7 +200,12 @@ class Sweep:
                 raise SweepError(f"{path}: values.{i}: expected {{name: ..., set: {{key.path: value}}}}")
             name = item["name"]
             if not (isinstance(name, str) and name.strip() or _is_number(name)):
-                raise bad(f"values.{i}.name", "a name for the tables (a string)", name)
+                quote = (
+                    " (quote it: YAML reads on, off, yes and no as true and false)"
+                    if isinstance(name, bool)
+                    else ""
+                )
+                raise bad(f"values.{i}.name", f"a name for the tables (a string){quote}", name)
             settings = item.get("set") or {}
             if not isinstance(settings, dict) or not all(isinstance(k, str) for k in settings):
                 raise SweepError(f"{path}: values.{i}.set: expected a mapping of key.path: value")

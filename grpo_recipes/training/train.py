@@ -4,7 +4,7 @@
   1. `trainer_config`: the recipe's `trainer` section as TRL's GRPOConfig, or DistillationConfig for a recipe
      with a teacher (their own checks turned into recipe errors), the pre-flight checks, and the checkpoint to
      resume from.
-  2. `load_splits`: the dataset and its prompts (column errors surface here, before any model loads).
+  2. `load_checked_splits`: the dataset and its prompts (column errors surface here, before any model loads).
   3. the model, the tokenizer, the optional LoRA adapter, the reward stack (or the teacher), the trainer.
   4. `GRPOTrainer.train` (or `DistillationTrainer.train`), with greedy accuracy on the held-out split just
      before its first step.
@@ -474,11 +474,13 @@ def train(
     rank_log(f"batch: {batch_arithmetic(config, state.num_processes)}")
     for warning in pool_warnings(recipe, config):
         rank_log(f"warning: {warning}")
-    if recipe.warmup is not None:  # a template or tool call that cannot be filled stops here, not after loading
+    warmup_demos = None
+    if recipe.warmup is not None and not last:  # a resumed run's checkpoint holds the warmed-up weights
         from ..toolset import Toolset
         from .warmup import demonstrations
 
-        demonstrations(recipe, warmup_rows(recipe, splits), Toolset.for_recipe(recipe))
+        # Built here, before the model loads: a template or a tool call that cannot be filled stops the run now.
+        warmup_demos = demonstrations(recipe, warmup_rows(recipe, splits), Toolset.for_recipe(recipe))
     if recipe.teacher is not None:
         from .distillation import check_teacher_vocabulary
 
@@ -516,7 +518,7 @@ def train(
             recipe, model, tokenizer, splits.eval, out, main, rank_log
         )
     if recipe.warmup is not None and not last:  # a resumed run's checkpoint holds the warmed-up weights
-        warmup = run_warmup(recipe, model, tokenizer, warmup_rows(recipe, splits), toolset, rank_log)
+        warmup = run_warmup(recipe, model, tokenizer, warmup_demos, toolset, rank_log)
         warmup_seconds = warmup["seconds"]
         if main:
             _update_json(out / "run_info.json", {"warmup": warmup})

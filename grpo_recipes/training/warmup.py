@@ -113,8 +113,11 @@ def full_weights(model) -> Iterator[None]:
         yield
 
 
-def run_warmup(recipe: Recipe, model, tokenizer, rows, toolset: Toolset, log=print) -> dict[str, Any]:
-    """Train `model` in place on the demonstrations; returns a summary (steps, seconds, losses)."""
+def run_warmup(
+    recipe: Recipe, model, tokenizer, demos: list[dict[str, Any]], toolset: Toolset, log=print
+) -> dict[str, Any]:
+    """Train `model` in place on the demonstrations (`demonstrations`: built before the model loads, so that
+    one that cannot be built stops the run first); returns a summary (steps, seconds, losses)."""
     import torch
     from accelerate.utils import is_peft_model
     from transformers.utils import get_json_schema
@@ -123,10 +126,7 @@ def run_warmup(recipe: Recipe, model, tokenizer, rows, toolset: Toolset, log=pri
     assert spec is not None
     schemas = [get_json_schema(tool) for tool in toolset.tools] or None  # no tools: no tool prompt
     template_kwargs = recipe.trainer.get("chat_template_kwargs")
-    examples = [
-        tokenize_demonstration(tokenizer, d, schemas, template_kwargs)
-        for d in demonstrations(recipe, rows, toolset)
-    ]
+    examples = [tokenize_demonstration(tokenizer, d, schemas, template_kwargs) for d in demos]
     trained = "the LoRA adapter" if is_peft_model(model) else "all weights"
     log(
         f"warm-up: {len(examples)} demonstrations, {spec.max_steps} supervised steps "
