@@ -25,6 +25,8 @@ from .recipe import (
     Recipe,
     RecipeError,
     check_columns,
+    data_suffix,
+    is_local_data_file,
 )
 from .tasks import GENERATORS, HELD_OUT_SEED_OFFSET
 
@@ -49,10 +51,6 @@ def with_prompts(dataset, spec: PromptSpec):
     )
 
 
-def _is_local(path: str) -> bool:
-    return Path(path).suffix in LOCAL_DATA_SUFFIXES
-
-
 def load_local_file(path: str):
     """A local file's rows as a `datasets.Dataset`, each value of the type the file gives it.
 
@@ -62,18 +60,25 @@ def load_local_file(path: str):
     """
     import datasets
 
-    suffix = Path(path).suffix
-    if suffix == ".parquet":
-        return datasets.load_dataset("parquet", data_files=path, split="train")
-    rows = read_rows(path)
-    if not rows:
+    if data_suffix(path) == ".parquet":
+        import pyarrow.parquet
+
+        # `datasets` refuses a file without rows in words of its own ("Instruction 'train' corresponds to
+        # no data"): say it as for the other kinds.
+        if pyarrow.parquet.ParquetFile(path).metadata.num_rows == 0:
+            raise DataFileError(f"{path}: no rows.")
+        dataset = datasets.load_dataset("parquet", data_files=path, split="train")
+    else:
+        rows = read_rows(path)
+        try:
+            dataset = datasets.Dataset.from_list(rows)
+        except Exception as err:  # pyarrow: a column whose values are of several types
+            raise DataFileError(
+                f"{path}: {_mixed_column(rows) or type(err).__name__ + ': ' + str(err)}"
+            ) from None
+    if len(dataset) == 0:
         raise DataFileError(f"{path}: no rows.")
-    try:
-        return datasets.Dataset.from_list(rows)
-    except Exception as err:  # pyarrow: a column whose values are of several types
-        raise DataFileError(
-            f"{path}: {_mixed_column(rows) or type(err).__name__ + ': ' + str(err)}"
-        ) from None
+    return dataset
 
 
 def read_rows(path: str | Path) -> list[dict[str, Any]]:
@@ -81,14 +86,14 @@ def read_rows(path: str | Path) -> list[dict[str, Any]]:
     import csv
 
     path = Path(path)
-    if path.suffix == ".csv":
+    if data_suffix(path) == ".csv":
         with path.open(newline="", encoding="utf-8-sig") as file:  # -sig: a byte-order mark is not a column
             return [dict(row) for row in csv.DictReader(file)]
     try:
         text = path.read_text(encoding="utf-8-sig")
     except UnicodeDecodeError as err:
         raise DataFileError(f"{path}: not UTF-8 text ({err.reason} at byte {err.start}).") from None
-    if path.suffix == ".json" and text.lstrip().startswith("["):
+    if data_suffix(path) == ".json" and text.lstrip().startswith("["):
         try:
             rows = json.loads(text)
         except ValueError as err:
@@ -135,7 +140,7 @@ def read_data_file(path: str | Path, limit: int | None = None):
     a suffix we do not read, no such file, a file `datasets` cannot parse, no rows.
     """
     path = Path(path)
-    if path.suffix not in LOCAL_DATA_SUFFIXES:
+    if not is_local_data_file(path):
         raise DataFileError(f"{path}: unsupported data file; use one of {', '.join(LOCAL_DATA_SUFFIXES)}.")
     if not path.is_file():
         raise DataFileError(f"{path}: no such data file.")
@@ -147,8 +152,6 @@ def read_data_file(path: str | Path, limit: int | None = None):
         ) from None
     if limit is not None:
         dataset = dataset.select(range(min(limit, len(dataset))))
-    if len(dataset) == 0:
-        raise DataFileError(f"{path}: no rows.")
     return dataset
 
 
@@ -171,7 +174,7 @@ class DataSource:
 
     @property
     def local(self) -> bool:
-        return _is_local(self.path)
+        return is_local_data_file(self.path)
 
     def describe(self) -> str:
         return f"{self.key} {self.path}" + ("" if self.local else f" (split {self.split})")
@@ -306,7 +309,7 @@ def peek_columns(recipe: Recipe, held_out: bool = False) -> list[str] | None:
     if spec.generator is not None:
         return None if held_out else list(GENERATORS[spec.generator.name].columns)
     path = spec.eval_path if held_out else spec.path
-    if path is None or Path(path).suffix != ".jsonl" or not Path(path).is_file():
+    if path is None or data_suffix(path) != ".jsonl" or not Path(path).is_file():
         return None
     try:
         with open(path, encoding="utf-8-sig") as handle:
@@ -435,8 +438,12 @@ def _load(source: DataSource, recipe_source: str) -> Any:
     except DataFileError as err:
         raise RecipeError(recipe_source, source.key, str(err)) from None
     except Exception as err:
-        if source.local:
-            raise
+        if source.local:  # a file `datasets` cannot parse (a .parquet file that is not Parquet)
+            raise RecipeError(
+                recipe_source,
+                source.key,
+                f"{source.path}: cannot be read ({type(err).__name__}: {err})".replace("\n", " "),
+            ) from None
         raise RecipeError(
             recipe_source,
             source.key,

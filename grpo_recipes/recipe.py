@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import inspect
 import os
 import re
 import string
@@ -36,6 +37,20 @@ from rewards.typecheck import FieldError, check_mapping, check_value, dataclass_
 from .tasks import GENERATORS
 
 LOCAL_DATA_SUFFIXES = {".jsonl": "json", ".json": "json", ".parquet": "parquet", ".csv": "csv"}
+
+
+def data_suffix(path: str | Path) -> str:
+    """A data file's suffix in lower case, so that ``ROWS.JSONL`` is read as ``rows.jsonl`` is.
+
+    >>> data_suffix("data/ROWS.JSONL"), data_suffix("openai/gsm8k")
+    ('.jsonl', '')
+    """
+    return Path(path).suffix.lower()
+
+
+def is_local_data_file(path: str | Path) -> bool:
+    """A name that reads as a local data file by its suffix (.jsonl, .json, .parquet, .csv, any case)."""
+    return data_suffix(path) in LOCAL_DATA_SUFFIXES
 
 
 class RecipeError(ValueError):
@@ -501,6 +516,21 @@ def _check_prompt(recipe: Recipe, source: str) -> None:
             raise RecipeError(
                 source, where, f"invalid template ({err}); write a literal brace as {{{{ or }}}}."
             ) from None
+        for _, name, format_spec, conversion in string.Formatter().parse(template):
+            # Columns are read as the file gives them (a string, a number): "{question:d}" would fail on
+            # the first string, after the data loads.
+            if name is not None and (format_spec or conversion):
+                written = (
+                    name
+                    + (f"!{conversion}" if conversion else "")
+                    + (f":{format_spec}" if format_spec else "")
+                )
+                raise RecipeError(
+                    source,
+                    where,
+                    f"placeholder {{{written}}}: format specs and conversions are not supported in a prompt; "
+                    f"write {{{name}}}.",
+                )
         for name in names:
             if not name.isidentifier():
                 raise RecipeError(
@@ -616,6 +646,35 @@ def _check_curriculum(recipe: Recipe, source: str) -> None:
         )
 
 
+def _check_game_agrees(recipe: Recipe, source: str, env_class: type, params: dict[str, Any]) -> None:
+    """The guess_number environment plays the game its generator's questions describe.
+
+    The question text states the range and the number of guesses; an environment given other values would
+    answer another game, and the reward would count guesses the question never allowed.
+    """
+    gen = recipe.dataset.generator
+    if recipe.environment is None or recipe.environment.name != "guess_number" or gen is None:
+        return
+    if gen.name != "guess_number":
+        return
+    env_defaults = {
+        name: parameter.default
+        for name, parameter in inspect.signature(env_class).parameters.items()
+        if parameter.default is not inspect.Parameter.empty
+    }
+    plays = {**env_defaults, **params}
+    for where, given in (("params", gen.params), ("train_params", gen.training_params())):
+        asks = GENERATORS[gen.name].with_defaults(given)
+        for key in ("low", "high", "max_guesses"):
+            if asks.get(key) != plays.get(key):
+                raise RecipeError(
+                    source,
+                    f"dataset.generator.{where}.{key}",
+                    f"the questions say {key} {asks.get(key)}, but the environment plays {plays.get(key)} "
+                    f"(environment.params.{key}); give both the same value.",
+                )
+
+
 def _check_tools(recipe: Recipe, source: str, base_dir: Path | None = None) -> None:
     """Tools, environment, chat template and warm-up: names resolve, params fit, the template parses calls."""
     from .agents.environments import get_environment_class, tool_methods
@@ -659,6 +718,7 @@ def _check_tools(recipe: Recipe, source: str, base_dir: Path | None = None) -> N
             raise RecipeError(
                 source, "tools", f"{', '.join(clash)} is both a tool and a method of the environment."
             )
+        _check_game_agrees(recipe, source, env_class, params)
     if recipe.warmup is not None:  # the types are the parser's to check; the ranges are these
         for key in ("examples", "max_steps", "per_device_train_batch_size"):
             value = getattr(recipe.warmup, key)
@@ -929,18 +989,30 @@ def _check_dataset(recipe: Recipe, source: str, base_dir: Path | None) -> None:
     else:
         for key in ("path", "eval_path"):
             value = getattr(spec, key)
-            if value is not None and Path(value).suffix in LOCAL_DATA_SUFFIXES:
-                found = resolve_data_path(value, base_dir)
-                if found is None:
-                    where = f"next to the recipe ({base_dir}) nor " if base_dir is not None else ""
+            if value is None:
+                continue
+            if not is_local_data_file(value):
+                # An existing file that is not one we read: a Hub lookup of its name would blame the network.
+                if resolve_data_path(value, base_dir) is not None:
                     raise RecipeError(
                         source,
                         f"dataset.{key}",
-                        f"local file {value} does not exist (looked {where}in the working directory).",
+                        f"local file {value} is not a data file this reads ("
+                        + (f"suffix '{Path(value).suffix}'" if Path(value).suffix else "no suffix")
+                        + f"); use one of {', '.join(LOCAL_DATA_SUFFIXES)}.",
                     )
-                setattr(spec, key, found)
+                continue
+            found = resolve_data_path(value, base_dir)
+            if found is None:
+                where = f"next to the recipe ({base_dir}) nor " if base_dir is not None else ""
+                raise RecipeError(
+                    source,
+                    f"dataset.{key}",
+                    f"local file {value} does not exist (looked {where}in the working directory).",
+                )
+            setattr(spec, key, found)
         eval_source = spec.eval_path or spec.path
-        if Path(eval_source).suffix in LOCAL_DATA_SUFFIXES and spec.eval_split is not None:
+        if is_local_data_file(eval_source) and spec.eval_split is not None:
             raise RecipeError(
                 source, "dataset.eval_split", "a local file has no splits; use dataset.eval_path."
             )

@@ -89,6 +89,14 @@ def test_minimal_recipe_parses_with_defaults(tmp_path):
             lambda d: d["prompt"].update(user="Solve {0.__class__}"),
             ["prompt.user: placeholder {0.__class__} must be"],
         ),
+        (
+            lambda d: d["prompt"].update(user="Solve {question:d}"),
+            ["prompt.user: placeholder {question:d}: format specs and conversions", "write {question}"],
+        ),
+        (
+            lambda d: d["prompt"].update(system="Be {question!r}"),
+            ["prompt.system: placeholder {question!r}: format specs"],
+        ),
         (lambda d: d["dataset"].update(path="data.jsonl"), ["dataset: give exactly one of"]),
         (
             lambda d: d["dataset"]["generator"].update(name="arithmatic"),
@@ -533,6 +541,40 @@ def test_relative_data_paths_are_found_next_to_the_recipe_first(tmp_path, monkey
         "dataset.eval_path: local file data/missing.jsonl does not exist (looked next to the recipe "
         f"({recipe_dir}) nor in the working directory)." in str(error.value)
     )
+
+
+def test_a_data_file_suffix_in_capitals_is_read_and_an_unread_one_is_named(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    rows_file(tmp_path / "ROWS.JSONL", 30)
+    (tmp_path / "rows.txt").write_text("1 + 1 = 2\n")
+    path = write_recipe(tmp_path / "r.yaml", own_data_recipe(path="ROWS.JSONL"))
+    recipe = load_recipe(path)
+    assert peek_columns(recipe) == ["q", "ans"]
+    assert load_splits(recipe).rows_before_hold_out == 30
+    # A file that exists but is not one this reads is named, not looked up on the Hub.
+    for name, what in (("rows.txt", "suffix '.txt'"), ("r.yaml", "suffix '.yaml'")):
+        with pytest.raises(RecipeError) as error:
+            load_recipe(path, [f"dataset.eval_path={name}"])
+        assert str(error.value).endswith(
+            f"dataset.eval_path: local file {name} is not a data file this reads ({what}); "
+            "use one of .jsonl, .json, .parquet, .csv."
+        )
+    # A Hub id is still a Hub id.
+    assert load_recipe(path, ["dataset.path=openai/gsm8k", "dataset.config=main"]).dataset.path == (
+        "openai/gsm8k"
+    )
+
+
+def test_a_parquet_file_without_rows_is_refused_as_the_other_kinds_are(tmp_path):
+    import datasets
+
+    from grpo_recipes.data import DataFileError, load_local_file
+
+    datasets.Dataset.from_dict({"q": [], "ans": []}).to_parquet(tmp_path / "empty.parquet")
+    (tmp_path / "empty.jsonl").write_text("\n")
+    for name in ("empty.parquet", "empty.jsonl"):
+        with pytest.raises(DataFileError, match=r"empty\.\w+: no rows\.$"):
+            load_local_file(str(tmp_path / name))
 
 
 def test_rows_held_out_of_the_training_data_are_announced(tmp_path, capsys):

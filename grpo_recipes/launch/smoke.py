@@ -30,7 +30,7 @@ import sys
 from pathlib import Path
 
 from ..ports import free_port
-from ..recipe import LOCAL_DATA_SUFFIXES, Recipe, RecipeError, load_recipe, read_recipe_data
+from ..recipe import Recipe, RecipeError, is_local_data_file, load_recipe, read_recipe_data
 
 REPO = Path(__file__).resolve().parents[2]
 DISTRIBUTIONS = {
@@ -63,7 +63,7 @@ def smoke_sample(dataset: str) -> Path:
 
 def is_hub_dataset(value: str | None) -> bool:
     """A dataset named by Hub id rather than a local file or folder."""
-    return bool(value) and Path(value).suffix not in LOCAL_DATA_SUFFIXES and not Path(value).exists()
+    return bool(value) and not is_local_data_file(value) and not Path(value).exists()
 
 
 def offline_data(recipe: Recipe) -> tuple[list[str], str | None]:
