@@ -65,7 +65,7 @@ def load_local_file(path: str):
 
         # `datasets` refuses a file without rows in words of its own ("Instruction 'train' corresponds to
         # no data"): say it as for the other kinds.
-        if pyarrow.parquet.ParquetFile(path).metadata.num_rows == 0:
+        if pyarrow.parquet.read_metadata(path).num_rows == 0:
             raise DataFileError(f"{path}: no rows.")
         dataset = datasets.load_dataset("parquet", data_files=path, split="train")
     else:
@@ -146,6 +146,8 @@ def read_data_file(path: str | Path, limit: int | None = None):
         raise DataFileError(f"{path}: no such data file.")
     try:
         dataset = load_local_file(str(path))
+    except DataFileError:
+        raise
     except Exception as err:  # datasets raises a variety of errors for malformed files
         raise DataFileError(
             f"{path}: cannot be read ({type(err).__name__}: {err})".replace("\n", " ")

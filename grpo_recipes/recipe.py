@@ -516,6 +516,14 @@ def _check_prompt(recipe: Recipe, source: str) -> None:
             raise RecipeError(
                 source, where, f"invalid template ({err}); write a literal brace as {{{{ or }}}}."
             ) from None
+        for name in names:
+            if not name.isidentifier():
+                raise RecipeError(
+                    source,
+                    where,
+                    f"placeholder {{{name}}} must be a plain column name; write literal braces doubled, "
+                    f"as in \\boxed{{{{}}}}.",
+                )
         for _, name, format_spec, conversion in string.Formatter().parse(template):
             # Columns are read as the file gives them (a string, a number): "{question:d}" would fail on
             # the first string, after the data loads.
@@ -530,14 +538,6 @@ def _check_prompt(recipe: Recipe, source: str) -> None:
                     where,
                     f"placeholder {{{written}}}: format specs and conversions are not supported in a prompt; "
                     f"write {{{name}}}.",
-                )
-        for name in names:
-            if not name.isidentifier():
-                raise RecipeError(
-                    source,
-                    where,
-                    f"placeholder {{{name}}} must be a plain column name; write literal braces doubled, "
-                    f"as in \\boxed{{{{}}}}.",
                 )
 
 
@@ -647,32 +647,39 @@ def _check_curriculum(recipe: Recipe, source: str) -> None:
 
 
 def _check_game_agrees(recipe: Recipe, source: str, env_class: type, params: dict[str, Any]) -> None:
-    """The guess_number environment plays the game its generator's questions describe.
+    """The guess_number environment allows the guesses its generator's questions promise.
 
-    The question text states the range and the number of guesses; an environment given other values would
-    answer another game, and the reward would count guesses the question never allowed.
+    The question text states the number of guesses; an environment given another number would stop a game
+    early, or score one the question said was lost. (The range in the text decides nothing in the game: the
+    secret comes from the row.)
     """
     gen = recipe.dataset.generator
     if recipe.environment is None or recipe.environment.name != "guess_number" or gen is None:
         return
     if gen.name != "guess_number":
         return
-    env_defaults = {
-        name: parameter.default
-        for name, parameter in inspect.signature(env_class).parameters.items()
-        if parameter.default is not inspect.Parameter.empty
-    }
-    plays = {**env_defaults, **params}
-    for where, given in (("params", gen.params), ("train_params", gen.training_params())):
-        asks = GENERATORS[gen.name].with_defaults(given)
-        for key in ("low", "high", "max_guesses"):
-            if asks.get(key) != plays.get(key):
-                raise RecipeError(
-                    source,
-                    f"dataset.generator.{where}.{key}",
-                    f"the questions say {key} {asks.get(key)}, but the environment plays {plays.get(key)} "
-                    f"(environment.params.{key}); give both the same value.",
-                )
+    allowed = inspect.signature(env_class).parameters["max_guesses"].default
+    allowed = params.get("max_guesses", allowed)
+    generator = GENERATORS[gen.name]
+    asked = [("dataset.generator.params", gen.params)]
+    if gen.train_params:
+        asked.append(("dataset.generator.train_params", gen.training_params()))
+    if gen.warmup_params:
+        asked.append(("dataset.generator.warmup_params", {**gen.params, **gen.warmup_params}))
+    if recipe.curriculum is not None:
+        asked += [
+            (f"curriculum.levels.{i}", recipe.curriculum.level_params(gen.params, i))
+            for i in range(len(recipe.curriculum.levels))
+        ]
+    for where, given in asked:
+        promised = generator.with_defaults(given)["max_guesses"]
+        if promised != allowed:
+            raise RecipeError(
+                source,
+                f"{where}.max_guesses",
+                f"the questions promise {promised} guesses, but the environment allows {allowed} "
+                "(environment.params.max_guesses); give both the same value.",
+            )
 
 
 def _check_tools(recipe: Recipe, source: str, base_dir: Path | None = None) -> None:
@@ -994,12 +1001,14 @@ def _check_dataset(recipe: Recipe, source: str, base_dir: Path | None) -> None:
             if not is_local_data_file(value):
                 # An existing file that is not one we read: a Hub lookup of its name would blame the network.
                 if resolve_data_path(value, base_dir) is not None:
+                    found = resolve_data_path(value, base_dir)
                     raise RecipeError(
                         source,
                         f"dataset.{key}",
-                        f"local file {value} is not a data file this reads ("
+                        f"local file {found} is not a data file this reads ("
                         + (f"suffix '{Path(value).suffix}'" if Path(value).suffix else "no suffix")
-                        + f"); use one of {', '.join(LOCAL_DATA_SUFFIXES)}.",
+                        + f"); use one of {', '.join(LOCAL_DATA_SUFFIXES)} (for a Hub id, move the file: "
+                        "it has the same name).",
                     )
                 continue
             found = resolve_data_path(value, base_dir)

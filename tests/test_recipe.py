@@ -97,6 +97,10 @@ def test_minimal_recipe_parses_with_defaults(tmp_path):
             lambda d: d["prompt"].update(system="Be {question!r}"),
             ["prompt.system: placeholder {question!r}: format specs"],
         ),
+        (
+            lambda d: d["prompt"].update(user="Solve {0:d}"),
+            ["prompt.user: placeholder {0} must be a plain column name"],
+        ),
         (lambda d: d["dataset"].update(path="data.jsonl"), ["dataset: give exactly one of"]),
         (
             lambda d: d["dataset"]["generator"].update(name="arithmatic"),
@@ -551,13 +555,24 @@ def test_a_data_file_suffix_in_capitals_is_read_and_an_unread_one_is_named(tmp_p
     recipe = load_recipe(path)
     assert peek_columns(recipe) == ["q", "ans"]
     assert load_splits(recipe).rows_before_hold_out == 30
+    import datasets
+
+    from grpo_recipes.launch.smoke import is_hub_dataset
+
+    rows = [{"q": f"{i} + 1", "ans": str(i + 1)} for i in range(20)]
+    (tmp_path / "ROWS.JSON").write_text(json.dumps(rows))
+    (tmp_path / "ROWS.CSV").write_text("q,ans\n" + "".join(f"{r['q']},{r['ans']}\n" for r in rows))
+    datasets.Dataset.from_list(rows).to_parquet(tmp_path / "ROWS.PARQUET")
+    for name in ("ROWS.JSON", "ROWS.CSV", "ROWS.PARQUET"):
+        assert load_splits(load_recipe(path, [f"dataset.path={name}"])).rows_before_hold_out == 20
+        assert not is_hub_dataset(name)
     # A file that exists but is not one this reads is named, not looked up on the Hub.
     for name, what in (("rows.txt", "suffix '.txt'"), ("r.yaml", "suffix '.yaml'")):
         with pytest.raises(RecipeError) as error:
             load_recipe(path, [f"dataset.eval_path={name}"])
         assert str(error.value).endswith(
-            f"dataset.eval_path: local file {name} is not a data file this reads ({what}); "
-            "use one of .jsonl, .json, .parquet, .csv."
+            f"dataset.eval_path: local file {tmp_path / name} is not a data file this reads ({what}); "
+            "use one of .jsonl, .json, .parquet, .csv (for a Hub id, move the file: it has the same name)."
         )
     # A Hub id is still a Hub id.
     assert load_recipe(path, ["dataset.path=openai/gsm8k", "dataset.config=main"]).dataset.path == (
@@ -568,13 +583,23 @@ def test_a_data_file_suffix_in_capitals_is_read_and_an_unread_one_is_named(tmp_p
 def test_a_parquet_file_without_rows_is_refused_as_the_other_kinds_are(tmp_path):
     import datasets
 
-    from grpo_recipes.data import DataFileError, load_local_file
+    from grpo_recipes.data import DataFileError, load_local_file, read_data_file
 
     datasets.Dataset.from_dict({"q": [], "ans": []}).to_parquet(tmp_path / "empty.parquet")
     (tmp_path / "empty.jsonl").write_text("\n")
     for name in ("empty.parquet", "empty.jsonl"):
         with pytest.raises(DataFileError, match=r"empty\.\w+: no rows\.$"):
             load_local_file(str(tmp_path / name))
+        # As `--data` reads it (evaluation, the audit): the same line, not wrapped in another.
+        with pytest.raises(DataFileError) as error:
+            read_data_file(tmp_path / name)
+        assert str(error.value) == f"{tmp_path / name}: no rows."
+    # A .parquet file that is not Parquet: one line naming the file, when training loads it.
+    (tmp_path / "text.parquet").write_text("not parquet\n")
+    recipe = parse_recipe(own_data_recipe(path=str(tmp_path / "text.parquet")), "r.yaml")
+    with pytest.raises(RecipeError) as error:
+        load_splits(recipe)
+    assert str(error.value).startswith(f"r.yaml: dataset.path: {tmp_path / 'text.parquet'}: cannot be read (")
 
 
 def test_rows_held_out_of_the_training_data_are_announced(tmp_path, capsys):
