@@ -57,7 +57,22 @@ def load_local_file(path: str):
     JSON and JSON lines are read with `json` and CSV with `csv` (every value a string), not by `datasets`'
     builders: those infer types from the text (an ISO date string becomes a datetime, a CSV column of digits
     an int), so a reward comparing strings would score 0 on every completion. Parquet files carry their types.
+    Every reason the file cannot be used is one `DataFileError` line naming it.
     """
+    try:
+        dataset = _read_local_file(path)
+    except DataFileError:
+        raise
+    except Exception as err:  # a file that is not Parquet, a CSV that is not UTF-8, a folder
+        raise DataFileError(
+            f"{path}: cannot be read ({type(err).__name__}: {err})".replace("\n", " ")
+        ) from None
+    if len(dataset) == 0:
+        raise DataFileError(f"{path}: no rows.")
+    return dataset
+
+
+def _read_local_file(path: str):
     import datasets
 
     if data_suffix(path) == ".parquet":
@@ -67,18 +82,14 @@ def load_local_file(path: str):
         # no data"): say it as for the other kinds.
         if pyarrow.parquet.read_metadata(path).num_rows == 0:
             raise DataFileError(f"{path}: no rows.")
-        dataset = datasets.load_dataset("parquet", data_files=path, split="train")
-    else:
-        rows = read_rows(path)
-        try:
-            dataset = datasets.Dataset.from_list(rows)
-        except Exception as err:  # pyarrow: a column whose values are of several types
-            raise DataFileError(
-                f"{path}: {_mixed_column(rows) or type(err).__name__ + ': ' + str(err)}"
-            ) from None
-    if len(dataset) == 0:
-        raise DataFileError(f"{path}: no rows.")
-    return dataset
+        return datasets.load_dataset("parquet", data_files=path, split="train")
+    rows = read_rows(path)
+    try:
+        return datasets.Dataset.from_list(rows)
+    except Exception as err:  # pyarrow: a column whose values are of several types
+        raise DataFileError(
+            f"{path}: {_mixed_column(rows) or type(err).__name__ + ': ' + str(err)}"
+        ) from None
 
 
 def read_rows(path: str | Path) -> list[dict[str, Any]]:
@@ -144,14 +155,7 @@ def read_data_file(path: str | Path, limit: int | None = None):
         raise DataFileError(f"{path}: unsupported data file; use one of {', '.join(LOCAL_DATA_SUFFIXES)}.")
     if not path.is_file():
         raise DataFileError(f"{path}: no such data file.")
-    try:
-        dataset = load_local_file(str(path))
-    except DataFileError:
-        raise
-    except Exception as err:  # datasets raises a variety of errors for malformed files
-        raise DataFileError(
-            f"{path}: cannot be read ({type(err).__name__}: {err})".replace("\n", " ")
-        ) from None
+    dataset = load_local_file(str(path))
     if limit is not None:
         dataset = dataset.select(range(min(limit, len(dataset))))
     return dataset
@@ -440,12 +444,8 @@ def _load(source: DataSource, recipe_source: str) -> Any:
     except DataFileError as err:
         raise RecipeError(recipe_source, source.key, str(err)) from None
     except Exception as err:
-        if source.local:  # a file `datasets` cannot parse (a .parquet file that is not Parquet)
-            raise RecipeError(
-                recipe_source,
-                source.key,
-                f"{source.path}: cannot be read ({type(err).__name__}: {err})".replace("\n", " "),
-            ) from None
+        if source.local:
+            raise
         raise RecipeError(
             recipe_source,
             source.key,

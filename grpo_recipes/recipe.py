@@ -998,10 +998,10 @@ def _check_dataset(recipe: Recipe, source: str, base_dir: Path | None) -> None:
             value = getattr(spec, key)
             if value is None:
                 continue
+            found = resolve_data_path(value, base_dir)
             if not is_local_data_file(value):
                 # An existing file that is not one we read: a Hub lookup of its name would blame the network.
-                if resolve_data_path(value, base_dir) is not None:
-                    found = resolve_data_path(value, base_dir)
+                if found is not None:
                     raise RecipeError(
                         source,
                         f"dataset.{key}",
@@ -1011,7 +1011,6 @@ def _check_dataset(recipe: Recipe, source: str, base_dir: Path | None) -> None:
                         "it has the same name).",
                     )
                 continue
-            found = resolve_data_path(value, base_dir)
             if found is None:
                 where = f"next to the recipe ({base_dir}) nor " if base_dir is not None else ""
                 raise RecipeError(
