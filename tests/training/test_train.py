@@ -81,37 +81,6 @@ def test_two_steps_write_a_complete_output_directory(tiny_model, tmp_path):
     assert generated.shape[1] == ids["input_ids"].shape[1] + 4
 
 
-def test_rerun_resumes_from_the_last_checkpoint(tiny_model, tmp_path):
-    out = tmp_path / "run"
-    data = tiny_recipe(tiny_model, out)
-    data["evaluation"]["enabled"] = False
-    recipe = write_recipe(tmp_path / "tiny.yaml", data)
-    first = run_script("train.py", "--config", str(recipe))
-    assert first.returncode == 0, first.stderr[-3000:]
-    assert (out / "checkpoint-2").is_dir()
-
-    second = run_script("train.py", "--config", str(recipe), "trainer.max_steps=4", "trainer.save_steps=4")
-    assert second.returncode == 0, second.stderr[-3000:]
-    assert f"Resuming from {out / 'checkpoint-2'}" in second.stdout
-    # It trained steps 3 and 4 only; the history restored from the checkpoint keeps steps 1 and 2.
-    assert "step 3/4  reward" in second.stdout and "step 4/4  reward" in second.stdout
-    assert "step 1/4  reward" not in second.stdout
-    history = json.loads((out / "log_history.json").read_text())
-    assert [h["step"] for h in history if "reward" in h] == [1, 2, 3, 4]
-    state = json.loads((out / "checkpoint-4" / "trainer_state.json").read_text())
-    assert state["global_step"] == 4
-
-    # --no-resume starts over; --time-limit 0 ends training after its first step, saved as at max_steps.
-    third = run_script(
-        "train.py", "--config", str(recipe), "--no-resume", "--time-limit", "0", "trainer.max_steps=3"
-    )
-    assert third.returncode == 0, third.stderr[-3000:]
-    assert "moved the earlier run to" in third.stdout and "Resuming" not in third.stdout
-    assert "time limit of 0 min reached after step 1: stopping" in third.stdout
-    assert json.loads((out / "summary.json").read_text())["global_step"] == 1
-    assert any(p.name.startswith("run.") and (p / "checkpoint-4").is_dir() for p in tmp_path.iterdir())
-
-
 def test_a_warm_up_trains_the_lora_adapter_that_grpo_goes_on_with(tiny_model, tmp_path):
     out = tmp_path / "run"
     data = tiny_recipe(tiny_model, out, save_steps=1)
@@ -218,10 +187,11 @@ def test_a_warm_up_trains_the_lora_adapter_that_grpo_goes_on_with(tiny_model, tm
     assert json.loads((out / "summary.json").read_text())["global_step"] == 3
 
 
-def test_held_out_accuracy_every_n_steps_draws_accuracy_against_minutes(tiny_model, tmp_path):
+def test_a_rerun_resumes_and_held_out_accuracy_every_n_steps_draws_against_minutes(tiny_model, tmp_path):
     """evaluation.every_steps: the policy evaluated during training; summary.json's held_out_curve runs from the
-    starting point at 0 minutes to the trained model, the minutes count training only, report.md has the
-    table, and a resumed run keeps the earlier points and goes on counting from its checkpoint's minutes."""
+    starting point at 0 minutes to the trained model, the minutes count training only, and report.md has the
+    table. A rerun resumes from the last checkpoint, keeps the earlier points and goes on counting from its
+    checkpoint's minutes; --no-resume starts over."""
     out = tmp_path / "run"
     data = tiny_recipe(tiny_model, out, max_steps=3, save_steps=3)
     data["evaluation"]["every_steps"] = 1
@@ -253,8 +223,17 @@ def test_held_out_accuracy_every_n_steps_draws_accuracy_against_minutes(tiny_mod
     assert (out / "held_out_curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "reward_curve.png, held_out_curve.png (again" in first.stdout
 
+    # A rerun resumes from the last checkpoint: it trains steps 4 and 5 only, and the history restored from the
+    # checkpoint keeps steps 1-3.
     second = run_script("train.py", "--config", str(recipe), "trainer.max_steps=5", "trainer.save_steps=5")
     assert second.returncode == 0, second.stderr[-3000:]
+    assert f"Resuming from {out / 'checkpoint-3'}" in second.stdout
+    assert "step 4/5  reward" in second.stdout and "step 5/5  reward" in second.stdout
+    assert "step 1/5  reward" not in second.stdout
+    history = json.loads((out / "log_history.json").read_text())
+    assert [h["step"] for h in history if "reward" in h] == [1, 2, 3, 4, 5]
+    state = json.loads((out / "checkpoint-5" / "trainer_state.json").read_text())
+    assert state["global_step"] == 5
     resumed = json.loads((out / "summary.json").read_text())["held_out_curve"]
     assert [p["step"] for p in resumed] == [0, 1, 2, 4, 5]
     assert resumed[1:3] == curve[1:3]  # from the checkpoint's log history
@@ -269,6 +248,16 @@ def test_held_out_accuracy_every_n_steps_draws_accuracy_against_minutes(tiny_mod
     end = f"| 5 | {100 * resumed[-1]['accuracy']:.1f} % | {resumed[-1]['minutes']:.1f} | 0.0 |"
     assert f"| first {end}" in drawn.stdout and f"| again {end}" in drawn.stdout, drawn.stdout
     assert (tmp_path / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+    # --no-resume starts over; --time-limit 0 ends training after its first step, saved as at max_steps.
+    third = run_script(
+        "train.py", "--config", str(recipe), "--no-resume", "--time-limit", "0", "trainer.max_steps=3"
+    )
+    assert third.returncode == 0, third.stderr[-3000:]
+    assert "moved the earlier run to" in third.stdout and "Resuming" not in third.stdout
+    assert "time limit of 0 min reached after step 1: stopping" in third.stdout
+    assert json.loads((out / "summary.json").read_text())["global_step"] == 1
+    assert any(p.name.startswith("run.") and (p / "checkpoint-5").is_dir() for p in tmp_path.iterdir())
 
 
 @pytest.mark.parametrize(
