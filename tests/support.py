@@ -62,6 +62,36 @@ def run_script(script: str, *args: str, timeout: float = 600, extra_env: dict | 
     return subprocess.CompletedProcess(command, status, stdout, stderr)
 
 
+def run_script_in_process(script: str, *args: str):
+    """Run one of scripts/ in this process, its `main(argv)` from the repository root, for the refusals that stop
+    before any model loads; returns a CompletedProcess with the exit status, stdout and stderr that `run_script`
+    would give, without the 7-9 s a new interpreter spends importing torch and TRL."""
+    import contextlib
+    import importlib.util
+    import io
+
+    spec = importlib.util.spec_from_file_location(f"scripts_{Path(script).stem}", REPO / "scripts" / script)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    stdout, stderr = io.StringIO(), io.StringIO()
+    cwd, offline = Path.cwd(), os.environ.get("HF_HUB_OFFLINE")
+    os.chdir(REPO)
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    try:
+        with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+            try:
+                status = module.main(list(args))
+            except SystemExit as exit:  # argparse's refusals
+                status = exit.code if isinstance(exit.code, int) else 1
+    finally:
+        os.chdir(cwd)
+        if offline is None:
+            os.environ.pop("HF_HUB_OFFLINE", None)
+        else:
+            os.environ["HF_HUB_OFFLINE"] = offline
+    return subprocess.CompletedProcess([script, *args], status or 0, stdout.getvalue(), stderr.getvalue())
+
+
 def run_probe(probe: Path, *args: str, timeout: float = 600, env: dict | None = None) -> dict:
     """Run a probe script (tests' own, beside the test) with this Python in a process group of its own
     (`run_in_own_group`), assert it succeeded, and return the JSON of its last line of output."""

