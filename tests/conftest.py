@@ -1,12 +1,12 @@
-"""Shared fixtures: a tiny random model with SmolLM2's real tokenizer, and that tokenizer on its own (as it
-ships, and with TRL's Qwen2.5 template for the tool tests)."""
+"""Shared fixtures: a tiny random model with SmolLM2's real tokenizer, a 2-step training run of it, and that
+tokenizer on its own (as it ships, and with TRL's Qwen2.5 template for the tool tests)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
-from support import REPO
+from support import REPO, run_script, tiny_recipe, write_recipe
 
 #: Where `make model` puts SmolLM2-135M-Instruct (its tokenizer is all the tokenizer fixtures need).
 SMOLLM2 = REPO / "models" / "SmolLM2-135M-Instruct"
@@ -22,6 +22,19 @@ def tiny_model(tmp_path_factory) -> Path:
     except FileNotFoundError as err:
         pytest.skip(str(err))
     return make_tiny_model(tmp_path_factory.mktemp("models") / "tiny", gguf)
+
+
+@pytest.fixture(scope="session")
+def tiny_run(tiny_model, tmp_path_factory):
+    """A real 2-step GRPO run of the tiny model, as a user runs it (TensorBoard on, the learning rate given as an
+    override), shared by the tests that read what a run writes: (its recipe, its output folder, the finished
+    process)."""
+    tmp = tmp_path_factory.mktemp("tiny-run")
+    out = tmp / "run"
+    recipe = write_recipe(tmp / "tiny.yaml", tiny_recipe(tiny_model, out, report_to="tensorboard"))
+    result = run_script("train.py", "--config", str(recipe), "trainer.learning_rate=5e-5")
+    assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
+    return recipe, out, result
 
 
 def _load_smollm2_tokenizer(request):

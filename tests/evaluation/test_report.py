@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from support import run_script, tiny_recipe, write_recipe
+from support import run_script
 
 from grpo_recipes.evaluation.report import (
     REPORT_MD,
@@ -227,20 +227,13 @@ def test_transformers_raw_log_dict_is_not_printed(tiny_model, tmp_path, capsys, 
     assert any(issubclass(kind, ProgressCallback) for kind in kinds) is not disable_tqdm
 
 
-@pytest.fixture(scope="module")
-def tiny_run(tiny_model, tmp_path_factory) -> tuple[Path, str]:
-    """A real 2-step run of the tiny model with TensorBoard on: its folder and its console output."""
-    tmp = tmp_path_factory.mktemp("report-run")
-    out = tmp / "run"
-    recipe = write_recipe(tmp / "tiny.yaml", tiny_recipe(tiny_model, out, report_to="tensorboard"))
-    result = run_script("train.py", "--config", str(recipe))
-    assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
-    return out, result.stdout + result.stderr
+# tiny_run (conftest.py): one real 2-step run, shared with the training tests.
 
 
 @pytest.mark.slow
 def test_console_has_one_line_per_step_and_no_raw_dicts(tiny_run):
-    _, console = tiny_run
+    _, _, result = tiny_run
+    console = result.stdout + result.stderr
     steps = [line for line in console.splitlines() if line.startswith("step ")]
     assert [line.split("  ")[0] for line in steps] == ["step 1/2", "step 2/2"]
     assert all(re.search(r"reward \d\.\d{3}  zero-variance groups \d\.\d\d  mean length ", s) for s in steps)
@@ -251,14 +244,14 @@ def test_console_has_one_line_per_step_and_no_raw_dicts(tiny_run):
 
 @pytest.mark.slow
 def test_tensorboard_events_are_written_under_the_run_folder(tiny_run):
-    out, _ = tiny_run
+    _, out, _ = tiny_run
     events = list((out / "runs").rglob("events.out.tfevents.*"))
     assert events and all(e.stat().st_size > 0 for e in events)
 
 
 @pytest.mark.slow
 def test_report_from_a_real_run_and_regenerated_by_the_script(tiny_run):
-    out, _ = tiny_run
+    _, out, _ = tiny_run
     log_history = json.loads((out / "log_history.json").read_text())
     panels = select_panels(log_history)
     titles = [panel.title for panel in panels]

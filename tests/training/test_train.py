@@ -20,11 +20,8 @@ from grpo_recipes.recipe import load_recipe
 pytestmark = pytest.mark.slow
 
 
-def test_two_steps_write_a_complete_output_directory(tiny_model, tmp_path):
-    out = tmp_path / "run"
-    recipe = write_recipe(tmp_path / "tiny.yaml", tiny_recipe(tiny_model, out))
-    result = run_script("train.py", "--config", str(recipe), "trainer.learning_rate=5e-5")
-    assert result.returncode == 0, result.stderr[-3000:]
+def test_two_steps_write_a_complete_output_directory(tiny_run):
+    recipe, out, result = tiny_run
     log = result.stdout + result.stderr
     assert "step 1/2  reward" in log and "step 2/2  reward" in log
     assert "held-out greedy accuracy" in log
