@@ -69,26 +69,26 @@ def run_script_in_process(script: str, *args: str):
     import contextlib
     import importlib.util
     import io
+    from unittest import mock
 
     spec = importlib.util.spec_from_file_location(f"scripts_{Path(script).stem}", REPO / "scripts" / script)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     stdout, stderr = io.StringIO(), io.StringIO()
-    cwd, offline = Path.cwd(), os.environ.get("HF_HUB_OFFLINE")
+    cwd = Path.cwd()
     os.chdir(REPO)
-    os.environ["HF_HUB_OFFLINE"] = "1"
     try:
-        with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+        with (
+            mock.patch.dict(os.environ, {"HF_HUB_OFFLINE": "1"}),
+            contextlib.redirect_stdout(stdout),
+            contextlib.redirect_stderr(stderr),
+        ):
             try:
                 status = module.main(list(args))
             except SystemExit as exit:  # argparse's refusals
                 status = exit.code if isinstance(exit.code, int) else 1
     finally:
         os.chdir(cwd)
-        if offline is None:
-            os.environ.pop("HF_HUB_OFFLINE", None)
-        else:
-            os.environ["HF_HUB_OFFLINE"] = offline
     return subprocess.CompletedProcess([script, *args], status or 0, stdout.getvalue(), stderr.getvalue())
 
 
