@@ -63,14 +63,21 @@ def run_script(script: str, *args: str, timeout: float = 600, extra_env: dict | 
 
 
 def run_script_in_process(script: str, *args: str):
-    """Run one of scripts/ in this process, its `main(argv)` from the repository root, for the refusals that stop
-    before any model loads; returns a CompletedProcess with the exit status, stdout and stderr that `run_script`
-    would give, without the 7-9 s a new interpreter spends importing torch and TRL."""
+    """Run one of scripts/ in this process, its `main(argv)` from the repository root, for the runs that load no
+    model (refusals, `--check`, reward audits); returns a CompletedProcess with the exit status, stdout and stderr that `run_script`
+    would give, without the 7-9 s a new interpreter spends importing torch and TRL.
+
+    The folders the run puts on `sys.path` (a user's reward module's), the modules it imports from them and the
+    rewards it registers are forgotten afterwards, as a new process would forget them: the next run imports its
+    own module of the same name afresh."""
     import contextlib
     import importlib.util
     import io
     from unittest import mock
 
+    from rewards import registry
+
+    path, modules, rewards = list(sys.path), set(sys.modules), dict(registry._REGISTRY)
     spec = importlib.util.spec_from_file_location(f"scripts_{Path(script).stem}", REPO / "scripts" / script)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -89,6 +96,13 @@ def run_script_in_process(script: str, *args: str):
                 status = exit.code if isinstance(exit.code, int) else 1
     finally:
         os.chdir(cwd)
+        added = tuple(os.path.join(folder, "") for folder in sys.path if folder and folder not in path)
+        sys.path[:] = path
+        registry._REGISTRY.clear()
+        registry._REGISTRY.update(rewards)
+        for name in set(sys.modules) - modules:
+            if added and (getattr(sys.modules[name], "__file__", None) or "").startswith(added):
+                del sys.modules[name]
     return subprocess.CompletedProcess([script, *args], status or 0, stdout.getvalue(), stderr.getvalue())
 
 

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from pathlib import Path
 
 import pytest
 import yaml
-from support import REPO, run_script
+from support import REPO, run_script, run_script_in_process
 
 WALK_PAGE = REPO / "docs" / "new-task.md"
 WALK_TITLE = "# Your own task in fifteen minutes"
@@ -76,7 +77,8 @@ def test_the_walk_names_the_commands_the_test_runs():
 
 
 def test_check_and_audit_pass_on_the_users_own_data(units_recipe):
-    check = run_script("train.py", "--config", str(units_recipe), "--check")
+    # In this process: neither loads a model (train.py's --check from a real process is tested below).
+    check = run_script_in_process("train.py", "--config", str(units_recipe), "--check")
     assert check.returncode == 0, check.stderr[-2000:]
     assert "dataset: 26 training rows, 4 held-out rows\n" in check.stdout
     # The user's column `q` in the prompt, `ans` as the solution (rows are shuffled: any of them).
@@ -85,7 +87,7 @@ def test_check_and_audit_pass_on_the_users_own_data(units_recipe):
     )
     assert re.search(r"its solution: '\d+'\n", check.stdout)
 
-    audit = run_script("audit_rewards.py", "--config", str(units_recipe))
+    audit = run_script_in_process("audit_rewards.py", "--config", str(units_recipe))
     assert audit.returncode == 0, audit.stdout + audit.stderr[-2000:]
     data = units_recipe.parent / "data" / "mine"
     assert f"on dataset.path {data / 'train.jsonl'}\n" in audit.stdout
@@ -113,7 +115,7 @@ def train_two_steps(recipe: Path, model: Path, out: Path):
     return result
 
 
-@pytest.mark.slow
+@pytest.mark.long  # about 25 s: make test-long (CI runs it); make test trains the template below
 def test_training_runs_on_the_users_own_data(units_recipe, tiny_model, tmp_path):
     out = tmp_path / "outputs" / "units"
     result = train_two_steps(units_recipe, tiny_model, out)
@@ -206,10 +208,13 @@ def test_check_and_audit_with_a_reward_of_ones_own(dates_recipe):
     assert "columns used: question (str), answer (str)\n" in check.stdout
     assert f"date_reward:date_match: from {dates_recipe.parent / 'date_reward.py'}\n" in check.stdout
 
-    audit = run_script("audit_rewards.py", "--config", str(dates_recipe))
+    # The audit in this process: the user's module is imported from its file, then forgotten, as a new process
+    # would forget it (another recipe's module of the same name is imported afresh).
+    audit = run_script_in_process("audit_rewards.py", "--config", str(dates_recipe))
     assert audit.returncode == 0, audit.stdout + audit.stderr[-2000:]
     assert re.search(r"ideal full marks +20 \(100\.0 %\)", audit.stdout), audit.stdout
     assert re.search(r"corrupted scoring 0 +4 \(100\.0 %\)", audit.stdout), audit.stdout
+    assert "date_reward" not in sys.modules and str(dates_recipe.parent) not in sys.path
 
 
 @pytest.mark.slow
