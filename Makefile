@@ -110,13 +110,13 @@ test: setup-cpu-dist
 
 # Single tests of half a minute or more (the standard-library walk of the code judge, a whole tiny sweep...).
 test-long: setup-cpu-dist model
-	$(PY) -m pytest -m long $(PYTEST_ARGS)
+	$(PY) -m pytest -m long --durations=15 $(PYTEST_ARGS)
 
 test-fast: setup
 	$(PY) -m pytest -m "not slow and not smoke and not long" $(PYTEST_ARGS)
 
 test-smoke: setup-cpu-dist model
-	$(PY) -m pytest -m smoke $(PYTEST_ARGS)
+	$(PY) -m pytest -m smoke --durations=25 $(PYTEST_ARGS)
 
 lint: setup
 	$(VENV)/bin/ruff format --check .
