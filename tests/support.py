@@ -64,8 +64,8 @@ def run_script(script: str, *args: str, timeout: float = 600, extra_env: dict | 
 
 def run_script_in_process(script: str, *args: str):
     """Run one of scripts/ in this process, its `main(argv)` from the repository root, for the runs that load no
-    model (refusals, `--check`, reward audits); returns a CompletedProcess with the exit status, stdout and stderr that `run_script`
-    would give, without the 7-9 s a new interpreter spends importing torch and TRL.
+    model (refusals, `--check`, reward audits); returns a CompletedProcess with the exit status, stdout and
+    stderr that `run_script` would give, without the 7-9 s a new interpreter spends importing torch and TRL.
 
     The folders the run puts on `sys.path` (a user's reward module's), the modules it imports from them and the
     rewards it registers are forgotten afterwards, as a new process would forget them: the next run imports its
@@ -77,7 +77,7 @@ def run_script_in_process(script: str, *args: str):
 
     from rewards import registry
 
-    path, modules, rewards = list(sys.path), set(sys.modules), dict(registry._REGISTRY)
+    path, modules = list(sys.path), set(sys.modules)
     spec = importlib.util.spec_from_file_location(f"scripts_{Path(script).stem}", REPO / "scripts" / script)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -87,6 +87,7 @@ def run_script_in_process(script: str, *args: str):
     try:
         with (
             mock.patch.dict(os.environ, {"HF_HUB_OFFLINE": "1"}),
+            mock.patch.dict(registry._REGISTRY),
             contextlib.redirect_stdout(stdout),
             contextlib.redirect_stderr(stderr),
         ):
@@ -98,8 +99,6 @@ def run_script_in_process(script: str, *args: str):
         os.chdir(cwd)
         added = tuple(os.path.join(folder, "") for folder in sys.path if folder and folder not in path)
         sys.path[:] = path
-        registry._REGISTRY.clear()
-        registry._REGISTRY.update(rewards)
         for name in set(sys.modules) - modules:
             if added and (getattr(sys.modules[name], "__file__", None) or "").startswith(added):
                 del sys.modules[name]
