@@ -321,7 +321,8 @@ def test_a_real_run_moves_the_level_logs_it_and_resumes_it(tiny_model, tmp_path)
     assert all(_operand_level(q) == r["levels"][0] for r in records for q in r["questions"])
 
 
-@pytest.mark.slow
+# Long: make test covers the ground otherwise: dynamic sampling by test_dynamic_sampling.py, the levels by the run above.
+@pytest.mark.long
 def test_dynamic_sampling_draws_replacements_from_the_level_of_the_batch(tiny_model, tmp_path):
     out = tmp_path / "run"
     recipe = _probe_recipe(tiny_model, tmp_path)
