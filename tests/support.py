@@ -80,7 +80,6 @@ def run_script_in_process(script: str, *args: str):
     path, modules = list(sys.path), set(sys.modules)
     spec = importlib.util.spec_from_file_location(f"scripts_{Path(script).stem}", REPO / "scripts" / script)
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
     stdout, stderr = io.StringIO(), io.StringIO()
     cwd = Path.cwd()
     os.chdir(REPO)
@@ -91,6 +90,8 @@ def run_script_in_process(script: str, *args: str):
             contextlib.redirect_stdout(stdout),
             contextlib.redirect_stderr(stderr),
         ):
+            # Imported inside the patches, so that the rewards its imports register are forgotten too.
+            spec.loader.exec_module(module)
             try:
                 status = module.main(list(args))
             except SystemExit as exit:  # argparse's refusals
