@@ -17,7 +17,10 @@ def test_a_file_with_the_wrong_hash_is_refused(tmp_path):
     assert not (tmp_path / "model").exists()
 
 
+# Long: `make model` (the set-up of make test-long and make test-smoke) runs the same conversion, and their runs
+# load its model; the fake file above keeps the checksum check in make test.
 @pytest.mark.slow
+@pytest.mark.long
 def test_gguf_converts_to_a_model_that_loads_and_answers(tmp_path):
     try:
         smollm2_gguf_path()

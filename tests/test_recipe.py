@@ -461,7 +461,7 @@ def test_every_recipe_validates_and_dry_runs(path, capsys, monkeypatch):
 
 
 @pytest.mark.slow
-@pytest.mark.long  # about two minutes over every recipe; each recipe's pieces have faster tests of their own
+@pytest.mark.long  # about a minute over every recipe; each recipe's pieces have faster tests of their own
 @pytest.mark.parametrize("path", RECIPES, ids=[p.stem for p in RECIPES])
 def test_every_recipe_trains_one_step_on_a_tiny_model(path, tiny_model, tmp_path):
     """Each recipe's prompts, rewards, LoRA setting and loss through one real GRPO step, on the tiny model,
@@ -482,6 +482,8 @@ def test_every_recipe_trains_one_step_on_a_tiny_model(path, tiny_model, tmp_path
         "evaluation.enabled=false",  # the before/after evaluation is tested in test_train_e2e.py
         f"trainer.output_dir={tmp_path / 'run'}",
         "trainer.max_steps=1",
+        # A warm-up (calculator-cpu's is 24 steps) cut to one step: tests/training/test_train.py tests its own.
+        *(["warmup.max_steps=1", "warmup.per_device_train_batch_size=2"] if recipe.warmup else []),
         "trainer.per_device_train_batch_size=2",
         "trainer.gradient_accumulation_steps=1",
         # A distillation recipe: the tiny model teaches itself, one sample a prompt.
