@@ -13,11 +13,12 @@ metadata as :mod:`rewards.tagged_json`), and optionally ``task`` (else the metad
 Scorers run in a worker process (``rewards/_reasoning_gym_worker.py``), never in the trainer's: each
 answer gets ``timeout_seconds`` and is cut at ``max_answer_chars``; a scorer that raises gives 0.0; model
 output is never executed (see the worker). Importing this module imports neither reasoning-gym nor
-torch; the worker imports reasoning-gym on first use.
+torch; the worker imports reasoning-gym on first use, and is stopped at interpreter exit.
 """
 
 from __future__ import annotations
 
+import atexit
 import json
 import threading
 import time
@@ -42,11 +43,17 @@ class _ScorerWorker:
         self._worker: _Worker | None = None
         self._prepared: dict[str, bool] = {}
         self.counters = {"worker_starts": 0, "requests": 0, "timeouts": 0}
+        self._atexit_registered = False
 
     def _live(self) -> _Worker:
         if self._worker is None or not self._worker.alive:
             if self._worker is not None:
                 self._worker.kill()
+            if (
+                not self._atexit_registered
+            ):  # stopped at exit, not left to the garbage collector still running
+                atexit.register(self.shutdown)
+                self._atexit_registered = True
             self._worker = _Worker(WORKER_SCRIPT)
             self._prepared = {}
             self.counters["worker_starts"] += 1

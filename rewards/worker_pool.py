@@ -17,6 +17,7 @@ This module imports no sympy; only the worker does.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import math
 import os
@@ -148,8 +149,10 @@ class _Worker:
             self.process.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             return False
-        if self.process.stdout is not None:
-            self.process.stdout.close()
+        for pipe in (self.process.stdin, self.process.stdout):  # a killed worker's stdin is still open
+            if pipe is not None:
+                with contextlib.suppress(OSError):
+                    pipe.close()
         return True
 
 

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+import textwrap
 import time
 from pathlib import Path
 
@@ -304,3 +307,34 @@ def test_without_reasoning_gym_the_reward_is_a_setup_error_not_a_zero(tmp_path, 
     monkeypatch.undo()
     WORKER.shutdown()
     assert score(["<answer>1</answer>"], row_of("leg_counting")) == [0.0]
+
+
+def test_the_worker_is_stopped_at_exit_not_left_running():
+    """An interpreter that scored with the reward stops its worker at exit: no process is left, and no
+    "subprocess is still running" warning comes from a worker left to the garbage collector."""
+    row = row_of("leg_counting")
+    program = textwrap.dedent(
+        f"""
+        import rewards
+        from rewards.reasoning_gym import WORKER
+        row = {row!r}
+        columns = {{key: [value] for key, value in row.items() if key != "answer"}}
+        print(rewards.get_reward("reasoning_gym")([f"<answer>{{row['answer']}}</answer>"], solution=[row["answer"]], **columns))
+        print(WORKER._worker.process.pid)
+        """
+    )
+    out = subprocess.run(
+        [sys.executable, "-W", "always::ResourceWarning", "-c", program],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    scores, pid = out.stdout.split("\n")[:2]
+    assert scores == "[1.0]"
+    assert "ResourceWarning" not in out.stderr, out.stderr[-3000:]
+    deadline = time.monotonic() + 5
+    while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not Path(f"/proc/{pid}").exists(), f"worker {pid} outlived the interpreter"
