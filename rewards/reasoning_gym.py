@@ -43,17 +43,11 @@ class _ScorerWorker:
         self._worker: _Worker | None = None
         self._prepared: dict[str, bool] = {}
         self.counters = {"worker_starts": 0, "requests": 0, "timeouts": 0}
-        self._atexit_registered = False
 
     def _live(self) -> _Worker:
         if self._worker is None or not self._worker.alive:
             if self._worker is not None:
                 self._worker.kill()
-            if (
-                not self._atexit_registered
-            ):  # stopped at exit, not left to the garbage collector still running
-                atexit.register(self.shutdown)
-                self._atexit_registered = True
             self._worker = _Worker(WORKER_SCRIPT)
             self._prepared = {}
             self.counters["worker_starts"] += 1
@@ -117,6 +111,8 @@ class _ScorerWorker:
 
 #: The process-wide worker (module-level, so reward instances stay small and picklable).
 WORKER = _ScorerWorker()
+# Stopped at exit, not left running to the garbage collector (a no-op when no worker ever started).
+atexit.register(WORKER.shutdown)
 
 
 def _text(value: Any) -> str:

@@ -24,6 +24,15 @@ MINIMAL = {
 }
 
 
+def alive(pid: int) -> bool:
+    """Whether a process with this id still exists."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
 def run_in_own_group(command: list[str], env: dict, timeout: float, merge_output: bool = False):
     """Run `command` from the repository root in a process group of its own; returns (exit status, or None
     when it ran past `timeout`, stdout, stderr). On a timeout the whole group is killed, so that a hung run

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import textwrap
@@ -10,6 +9,7 @@ import threading
 import time
 
 import pytest
+from support import alive
 
 import rewards
 from rewards import get_reward
@@ -25,14 +25,6 @@ def reward():
     reward = get_reward("math_accuracy", timeout_seconds=TIMEOUT)
     reward.warmup()
     return reward
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 def test_slow_completion_in_the_main_thread_scores_zero_in_time(reward):

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from support import MINIMAL, REPO
+from support import MINIMAL, REPO, alive
 
 import rewards
 from grpo_recipes.evaluation.audit import audit, format_report
@@ -335,6 +335,6 @@ def test_the_worker_is_stopped_at_exit_not_left_running():
     assert scores == "[1.0]"
     assert "ResourceWarning" not in out.stderr, out.stderr[-3000:]
     deadline = time.monotonic() + 5
-    while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+    while alive(int(pid)) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert not Path(f"/proc/{pid}").exists(), f"worker {pid} outlived the interpreter"
+    assert not alive(int(pid)), f"worker {pid} outlived the interpreter"
