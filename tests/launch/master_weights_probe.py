@@ -15,12 +15,14 @@ sys.path.insert(0, str(REPO))
 
 
 def main() -> None:
+    from grpo_recipes.cli import leave_process_group
     from grpo_recipes.recipe import load_recipe
     from grpo_recipes.training import train as training
 
     recipe = load_recipe(sys.argv[1], sys.argv[2:])
     training.preflight = lambda recipe, config, **kw: None  # `train` calls it by this module-level name
     training.train(recipe, resume=False)
+    leave_process_group()  # as the CLI does: a gloo group left to teardown can abort a finished process
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ sys.path.insert(0, str(REPO))
 def main() -> None:
     from accelerate import PartialState
 
+    from grpo_recipes.cli import leave_process_group
     from grpo_recipes.recipe import load_recipe
     from grpo_recipes.training.train import train
     from grpo_recipes.training.trainer import RecipeGRPOTrainer
@@ -46,6 +47,7 @@ def main() -> None:
     train(recipe)
     out = Path(recipe.trainer["output_dir"])
     (out / f"rank{PartialState().process_index}.json").write_text(json.dumps(records))
+    leave_process_group()  # as the CLI does: a gloo group left to teardown can abort a finished process
 
 
 if __name__ == "__main__":

@@ -167,6 +167,7 @@ def main() -> None:
     from trl import GRPOConfig, GRPOTrainer
     from trl.trainer import grpo_trainer
 
+    from grpo_recipes.cli import leave_process_group
     from grpo_recipes.launch.vllm_cpu import CPUVLLMGeneration, replaced
     from grpo_recipes.models import load_tokenizer
     from grpo_recipes.recipe import load_recipe
@@ -253,6 +254,7 @@ def main() -> None:
         (args.out / "log_history.json").write_text(json.dumps(trainer.state.log_history, indent=1) + "\n")
     state.wait_for_everyone()
     print(f"[rank {rank}] done", flush=True)
+    leave_process_group()  # as the CLI does: a gloo group left to teardown can abort a finished process
 
 
 if __name__ == "__main__":
