@@ -252,9 +252,8 @@ def main() -> None:
     (args.out / f"rank{rank}.json").write_text(json.dumps(record, indent=1) + "\n")
     if state.is_main_process:
         (args.out / "log_history.json").write_text(json.dumps(trainer.state.log_history, indent=1) + "\n")
-    state.wait_for_everyone()
+    leave_process_group()  # as the CLI does (its barrier included): a gloo group left to teardown can abort
     print(f"[rank {rank}] done", flush=True)
-    leave_process_group()  # as the CLI does: a gloo group left to teardown can abort a finished process
 
 
 if __name__ == "__main__":
